@@ -1,0 +1,134 @@
+// Package grpcserving runs the network side of an fnrunner service: one gRPC
+// server with the standard health service, a Prometheus metrics endpoint, and a
+// graceful drain when the context ends (SIGTERM in production).
+package grpcserving
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Config says how a service's servers are set up.
+type Config struct {
+	// Name of the service, used in logs.
+	Name string
+	// MaxMessageSize bounds received and sent gRPC messages, in bytes.
+	MaxMessageSize int
+	// MetricsAddress is where /metrics is served over HTTP; empty disables it.
+	MetricsAddress string
+	// DrainTimeout bounds how long in-flight calls may take after shutdown
+	// starts before they are cancelled.
+	DrainTimeout time.Duration
+	// ServerOptions are added to the gRPC server's options.
+	ServerOptions []grpc.ServerOption
+}
+
+// Server is a gRPC server with health and metrics, not yet serving.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	GRPC     *grpc.Server
+	Health   *health.Server
+	Registry *prometheus.Registry
+}
+
+// New builds the gRPC server with the health service registered (NOT_SERVING
+// until the caller says otherwise) and a metrics registry that already
+// carries Go runtime, process and per-RPC metrics.
+func New(log *slog.Logger, cfg Config) *Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newRPCMetrics(reg)
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+		grpc.ChainUnaryInterceptor(m.unary),
+	}
+	opts = append(opts, cfg.ServerOptions...)
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		GRPC:     grpc.NewServer(opts...),
+		Health:   health.NewServer(),
+		Registry: reg,
+	}
+	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.GRPC, s.Health)
+	return s
+}
+
+// Serve serves gRPC on lis (and metrics, if configured) until ctx ends, then
+// reports NOT_SERVING, stops accepting calls, and waits up to DrainTimeout for
+// in-flight calls before cancelling them. It returns nil after a clean drain.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	errc := make(chan error, 2)
+	go func() {
+		s.log.Info("serving gRPC", "service", s.cfg.Name, "address", lis.Addr().String())
+		if err := s.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			errc <- fmt.Errorf("gRPC server: %w", err)
+		}
+	}()
+
+	var metrics *http.Server
+	if s.cfg.MetricsAddress != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+		metrics = &http.Server{Addr: s.cfg.MetricsAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		mlis, err := net.Listen("tcp", s.cfg.MetricsAddress)
+		if err != nil {
+			s.GRPC.Stop()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		go func() {
+			s.log.Info("serving metrics", "address", mlis.Addr().String())
+			if err := metrics.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		}()
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.shutdown(metrics)
+	return err
+}
+
+func (s *Server) shutdown(metrics *http.Server) {
+	s.log.Info("draining", "service", s.cfg.Name, "timeout", s.cfg.DrainTimeout.String())
+	s.Health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.GRPC.GracefulStop()
+		close(done)
+	}()
+	timer := time.NewTimer(s.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Warn("drain timeout reached, cancelling in-flight calls")
+		s.GRPC.Stop()
+		<-done
+	}
+	if metrics != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = metrics.Shutdown(ctx)
+	}
+	s.log.Info("stopped", "service", s.cfg.Name)
+}

@@ -17,6 +17,8 @@ def fnrunner_dependencies():
         name = "gomod",
         go_mod = Label("//:go.mod"),
         go_sum = Label("//:go.sum"),
+        # Embedded by //tools/codegen:controller-gen to stamp its version.
+        public_main_libraries = ["sigs.k8s.io/controller-tools/cmd/controller-gen"],
     )
 
     # Debian's protoc and well-known type protos.

@@ -15,6 +15,8 @@ cache, the Go build cache) lives in a per-user cache directory, so a fresh
 clone on the same machine does not redo it. See fnrunner_cache_dir.
 """
 
+# Variables whose change re-runs the repository rules (they change what is
+# fetched, or where the cache is).
 ENV_PASSTHROUGH = [
     "FNRUNNER_CACHE",
     "GOINSECURE",
@@ -23,9 +25,12 @@ ENV_PASSTHROUGH = [
     "GOPROXY",
     "HOME",
     "NETRC",
-    "PATH",
     "XDG_CACHE_HOME",
 ]
+
+# Forwarded to the go command but not keyed on: a different PATH in another
+# shell must not refetch everything.
+_FORWARD_ONLY = ["PATH"]
 
 def fnrunner_cache_dir(rctx):
     """The per-user cache directory shared by every clone of fnrunner.
@@ -61,11 +66,12 @@ def go_env(rctx, extra = {}):
         "GOCACHE": cache + "/go-build",
         "GOFLAGS": "-mod=readonly -buildvcs=false",
         "GOMODCACHE": cache + "/gomod",
+        "GOPATH": cache + "/gopath",
         "GOSUMDB": "off",
         "GOTOOLCHAIN": "local",
         "GOWORK": "off",
     }
-    for k in ENV_PASSTHROUGH:
+    for k in ENV_PASSTHROUGH + _FORWARD_ONLY:
         if k in rctx.os.environ and k not in env:
             env[k] = rctx.os.environ[k]
     env.update(extra)
@@ -349,7 +355,25 @@ def _go_mod_deps_impl(rctx):
         )
         log += "\n# folded into the parent package for //go:embed: %s\n" % excludes + res.stderr
     rctx.file("gazelle.log", log)
-    rctx.file("BUILD.bazel", """exports_files(["modules.txt", "gazelle.log"])
+
+    # Main packages whose library other BUILD files embed (to stamp a version
+    # with x_defs): make the library visible.
+    for pkg in rctx.attr.public_main_libraries:
+        build = pkg + "/BUILD.bazel"
+        if not rctx.path(build).exists:
+            fail("public_main_libraries: no package %s in go.mod's modules" % pkg)
+        rctx.file(build, rctx.read(build).replace('visibility = ["//visibility:private"]', 'visibility = ["//visibility:public"]'))
+
+    # For tools that must load packages with the go command (controller-gen):
+    # the host go and the module cache that holds exactly these verified
+    # modules, so they can run with GOPROXY=off.
+    env = go_env(rctx)
+    rctx.file("go_env.sh", "".join([
+        "GO='%s'\n" % go,
+        "GOMODCACHE='%s'\n" % env["GOMODCACHE"],
+        "GOCACHE='%s'\n" % env["GOCACHE"],
+    ]))
+    rctx.file("BUILD.bazel", """exports_files(["modules.txt", "gazelle.log", "go_env.sh"])
 
 # The gazelle that generated this repository's BUILD files, for //:gazelle.
 exports_files(["_tools/gazelle"])
@@ -361,6 +385,7 @@ go_mod_deps = repository_rule(
     attrs = {
         "go_mod": attr.label(mandatory = True, allow_single_file = True),
         "go_sum": attr.label(mandatory = True, allow_single_file = True),
+        "public_main_libraries": attr.string_list(doc = "Import paths of main packages whose go_default_library is made public."),
     },
     environ = ENV_PASSTHROUGH,
 )

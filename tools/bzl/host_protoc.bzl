@@ -40,6 +40,6 @@ host_executable(
 host_protoc = repository_rule(
     implementation = _host_protoc_impl,
     doc = "The host's protoc as @com_google_protobuf//:protoc.",
-    environ = ["PROTOC", "PATH"],
+    environ = ["PROTOC"],
     local = True,
 )

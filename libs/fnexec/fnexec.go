@@ -1,0 +1,183 @@
+// Package fnexec runs a KRM function binary on one ResourceList, isolated
+// from the runner: a clean environment, a private working directory, its own
+// process group (killed on cancel, deadline or exit, so no child outlives the
+// call), stdout capped at the message limit and stderr capped.
+//
+// The binary-runner and the wrapper-server both run functions through it.
+package fnexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Defaults for Options.
+const (
+	DefaultMaxOutputBytes = 6 * 1024 * 1024
+	DefaultMaxLogBytes    = 1024 * 1024
+	defaultPath           = "/usr/local/bin:/usr/bin:/bin"
+	// waitDelay bounds how long Wait waits for the output pipes after the
+	// process group was killed.
+	waitDelay = 5 * time.Second
+)
+
+// Options bound one run.
+type Options struct {
+	// MaxOutputBytes caps stdout (the ResourceList). A function that writes
+	// more is killed and the run fails with ErrOutputTooLarge.
+	MaxOutputBytes int
+	// MaxLogBytes caps the stderr kept; the rest is counted and dropped.
+	MaxLogBytes int
+	// Env is added to the clean environment (PATH, HOME, TMPDIR).
+	Env []string
+	// TempDir is where private working directories are made ("" = os.TempDir()).
+	TempDir string
+}
+
+// Result is what a function produced.
+type Result struct {
+	// ResourceList is the function's stdout.
+	ResourceList []byte
+	// Log is the function's stderr, possibly truncated.
+	Log []byte
+	// ExitCode is the process's exit code (0 on success).
+	ExitCode int
+}
+
+// ErrOutputTooLarge means the function wrote more than MaxOutputBytes.
+var ErrOutputTooLarge = errors.New("function output exceeds the message size limit")
+
+// ErrStart means the binary could not be started (missing, not executable).
+var ErrStart = errors.New("cannot start function")
+
+// ExitError is returned when the function exits non-zero or is killed by a
+// signal. Result holds what it wrote, results included.
+type ExitError struct {
+	Result *Result
+	// Signal is set when the process was killed by a signal.
+	Signal syscall.Signal
+}
+
+func (e *ExitError) Error() string {
+	if e.Signal != 0 {
+		return fmt.Sprintf("function killed by signal %v", e.Signal)
+	}
+	return fmt.Sprintf("function exited with code %d", e.Result.ExitCode)
+}
+
+// Run runs argv with input on stdin. It returns ctx's error (wrapped) when the
+// context ends first, ErrOutputTooLarge, an *ExitError, or an error wrapping
+// ErrStart; on success the Result has exit code 0.
+func Run(ctx context.Context, argv []string, input []byte, opts Options) (*Result, error) {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: no command", ErrStart)
+	}
+	if opts.MaxOutputBytes <= 0 {
+		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = DefaultMaxLogBytes
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, "fn-")
+	if err != nil {
+		return nil, fmt.Errorf("private working directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stdout := &cappedBuffer{limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
+	stderr := &cappedBuffer{limit: opts.MaxLogBytes}
+
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
+	cmd.Stdin = bytes.NewReader(input)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
+	cmd.WaitDelay = waitDelay
+
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrStart, argv[0], err)
+	}
+	waitErr := cmd.Wait()
+	// Whatever the function left running in its group goes with it.
+	_ = killGroup(cmd.Process)
+
+	res := &Result{ResourceList: stdout.Bytes(), Log: stderr.BytesWithNote()}
+	if cause := context.Cause(runCtx); cause != nil {
+		if errors.Is(cause, ErrOutputTooLarge) {
+			return res, fmt.Errorf("%w (%d bytes)", ErrOutputTooLarge, opts.MaxOutputBytes)
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return res, fmt.Errorf("function did not finish: %w", ctxErr)
+		}
+	}
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return res, fmt.Errorf("waiting for function: %w", waitErr)
+		}
+		res.ExitCode = ee.ExitCode()
+		xe := &ExitError{Result: res}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			xe.Signal = ws.Signal()
+		}
+		return res, xe
+	}
+	return res, nil
+}
+
+func killGroup(p *os.Process) error {
+	if p == nil {
+		return nil
+	}
+	err := syscall.Kill(-p.Pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// cappedBuffer keeps the first limit bytes written to it and counts the rest.
+type cappedBuffer struct {
+	buf        bytes.Buffer
+	limit      int
+	dropped    int64
+	onOverflow func()
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	room := b.limit - b.buf.Len()
+	if room >= len(p) {
+		return b.buf.Write(p)
+	}
+	if room > 0 {
+		b.buf.Write(p[:room])
+	}
+	first := b.dropped == 0
+	b.dropped += int64(len(p) - max(room, 0))
+	if first && b.onOverflow != nil {
+		b.onOverflow()
+	}
+	// Keep consuming so the writer never blocks on a full pipe.
+	return len(p), nil
+}
+
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
+
+// BytesWithNote is the kept bytes plus a note of how much was dropped.
+func (b *cappedBuffer) BytesWithNote() []byte {
+	if b.dropped == 0 {
+		return b.buf.Bytes()
+	}
+	return append(b.buf.Bytes(), fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
+}

@@ -1,0 +1,135 @@
+// Package imagematch parses KRM function image references and finds the
+// FunctionConfig entry that runs a given image.
+//
+// An image is split into a prefix (registry and repository path without the
+// last element), a name (the last element), and a tag and/or digest:
+//
+//	ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5
+//	└──────────── prefix ───────────────┘ └── name ──┘ └tag┘
+//
+// An image without "/" gets the default prefix, as porch does:
+// "set-namespace:v0.4.5" is the same function as the one above.
+package imagematch
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// DefaultPrefix is porch's default image prefix (its --default-image-prefix).
+const DefaultPrefix = "ghcr.io/kptdev/krm-functions-catalog/"
+
+// maxImageLength bounds what Parse accepts; registries cap references far lower.
+const maxImageLength = 1024
+
+// Reference is a parsed function image.
+type Reference struct {
+	// Prefix is the registry and repository path before the name, normalized
+	// the way go-containerregistry does (docker.io → index.docker.io).
+	Prefix string
+	// Name is the last element of the repository path, e.g. "set-namespace".
+	Name string
+	// Tag is the tag, or "" when the image names only a digest. An image with
+	// neither gets "latest", as container runtimes do.
+	Tag string
+	// Digest is "sha256:…" when the image pins one.
+	Digest string
+}
+
+// String is the full reference: prefix/name[:tag][@digest].
+func (r Reference) String() string {
+	s := r.Prefix + "/" + r.Name
+	if r.Tag != "" {
+		s += ":" + r.Tag
+	}
+	if r.Digest != "" {
+		s += "@" + r.Digest
+	}
+	return s
+}
+
+// ErrInvalidImage is wrapped by every error Parse returns.
+var ErrInvalidImage = errors.New("invalid image")
+
+// Parse parses an image reference. An image without "/" is put under
+// defaultPrefix ("" means DefaultPrefix).
+func Parse(image, defaultPrefix string) (Reference, error) {
+	if image == "" {
+		return Reference{}, fmt.Errorf("%w: empty", ErrInvalidImage)
+	}
+	if len(image) > maxImageLength {
+		return Reference{}, fmt.Errorf("%w: longer than %d characters", ErrInvalidImage, maxImageLength)
+	}
+	if strings.TrimSpace(image) != image || strings.ContainsAny(image, " \t\r\n") {
+		return Reference{}, fmt.Errorf("%w %q: contains white space", ErrInvalidImage, image)
+	}
+	full := image
+	if !strings.Contains(image, "/") {
+		full = normalizeDefault(defaultPrefix) + image
+	}
+
+	// Split off the digest ourselves: ParseReference keeps either the tag or
+	// the digest of "name:tag@digest", and both matter here.
+	var digest string
+	if i := strings.Index(full, "@"); i >= 0 {
+		d, err := name.NewDigest(full, name.StrictValidation)
+		if err != nil {
+			return Reference{}, fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
+		}
+		digest = d.DigestStr()
+		full = full[:i]
+	}
+	tag, err := name.NewTag(full, name.WeakValidation)
+	if err != nil {
+		return Reference{}, fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
+	}
+	t := tag.TagStr()
+	if digest != "" && !hasExplicitTag(full) {
+		t = ""
+	}
+	dir, base := path.Split(tag.RepositoryStr())
+	if base == "" {
+		return Reference{}, fmt.Errorf("%w %q: no function name", ErrInvalidImage, image)
+	}
+	return Reference{
+		Prefix: strings.TrimSuffix(tag.RegistryStr()+"/"+dir, "/"),
+		Name:   base,
+		Tag:    t,
+		Digest: digest,
+	}, nil
+}
+
+// hasExplicitTag reports whether a reference without digest names a tag: a
+// ":" after the last "/" (a ":" before it belongs to a registry port).
+func hasExplicitTag(ref string) bool {
+	return strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":")
+}
+
+// NormalizePrefix turns a configured prefix into the form Reference.Prefix
+// has: "" is the default prefix; a trailing "/" is dropped; the registry is
+// normalized (docker.io → index.docker.io).
+func NormalizePrefix(prefix, defaultPrefix string) (string, error) {
+	if prefix == "" {
+		prefix = normalizeDefault(defaultPrefix)
+	}
+	p := strings.TrimSuffix(prefix, "/")
+	ref, err := name.NewRepository(p+"/x", name.WeakValidation)
+	if err != nil {
+		return "", fmt.Errorf("%w: prefix %q: %w", ErrInvalidImage, prefix, err)
+	}
+	return strings.TrimSuffix(ref.RegistryStr()+"/"+strings.TrimSuffix(ref.RepositoryStr(), "x"), "/"), nil
+}
+
+func normalizeDefault(p string) string {
+	if p == "" {
+		p = DefaultPrefix
+	}
+	if !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	return p
+}

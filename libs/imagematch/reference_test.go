@@ -1,0 +1,109 @@
+package imagematch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	const catalog = "ghcr.io/kptdev/krm-functions-catalog"
+	for _, tc := range []struct {
+		image, defaultPrefix string
+		want                 Reference
+	}{
+		{"set-namespace:v0.4.5", "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "v0.4.5"}},
+		{"set-namespace", "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "latest"}},
+		{catalog + "/set-namespace:v0.4.5", "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "v0.4.5"}},
+		{"set-namespace:v1", "registry.example.com/fns", Reference{Prefix: "registry.example.com/fns", Name: "set-namespace", Tag: "v1"}},
+		{"set-namespace:v1", "registry.example.com/fns/", Reference{Prefix: "registry.example.com/fns", Name: "set-namespace", Tag: "v1"}},
+		{"gcr.io/kpt-fn/apply-setters:unstable", "", Reference{Prefix: "gcr.io/kpt-fn", Name: "apply-setters", Tag: "unstable"}},
+		{"docker.io/example/fn:1.0", "", Reference{Prefix: "index.docker.io/example", Name: "fn", Tag: "1.0"}},
+		{"localhost:5000/fns/fn:v2", "", Reference{Prefix: "localhost:5000/fns", Name: "fn", Tag: "v2"}},
+		{"localhost:5000/fn", "", Reference{Prefix: "localhost:5000", Name: "fn", Tag: "latest"}},
+		{"set-namespace@sha256:" + strings.Repeat("a", 64), "", Reference{Prefix: catalog, Name: "set-namespace", Digest: "sha256:" + strings.Repeat("a", 64)}},
+		{"set-namespace:v0.4.5@sha256:" + strings.Repeat("b", 64), "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "v0.4.5", Digest: "sha256:" + strings.Repeat("b", 64)}},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			got, err := Parse(tc.image, tc.defaultPrefix)
+			if err != nil {
+				t.Fatalf("Parse(%q) error: %v", tc.image, err)
+			}
+			if got != tc.want {
+				t.Errorf("Parse(%q) = %+v, want %+v", tc.image, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, image := range []string{
+		"",
+		" set-namespace:v1",
+		"set namespace:v1",
+		"set-namespace:v1\n",
+		"Set-Namespace:v1",
+		"ghcr.io/KPTDEV/fn:v1",
+		"set-namespace:",
+		"set-namespace:v1@sha256:short",
+		"@sha256:" + strings.Repeat("a", 64),
+		"fn:" + strings.Repeat("x", 200),
+		strings.Repeat("a/", 600) + "fn",
+		"fn:tag:other",
+	} {
+		if ref, err := Parse(image, ""); err == nil {
+			t.Errorf("Parse(%q) = %+v, want an error", image, ref)
+		} else if !errors.Is(err, ErrInvalidImage) {
+			t.Errorf("Parse(%q) error %v does not wrap ErrInvalidImage", image, err)
+		}
+	}
+}
+
+func TestNormalizePrefix(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                      "ghcr.io/kptdev/krm-functions-catalog",
+		"ghcr.io/kptdev/krm-functions-catalog":  "ghcr.io/kptdev/krm-functions-catalog",
+		"ghcr.io/kptdev/krm-functions-catalog/": "ghcr.io/kptdev/krm-functions-catalog",
+		"docker.io/example":                     "index.docker.io/example",
+		"localhost:5000":                        "localhost:5000",
+	} {
+		got, err := NormalizePrefix(in, "")
+		if err != nil || got != want {
+			t.Errorf("NormalizePrefix(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// A parsed reference's String parses back to itself.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"set-namespace:v0.4.5",
+		"ghcr.io/kptdev/krm-functions-catalog/starlark:v0.5.5",
+		"localhost:5000/a/b/c:1@sha256:" + strings.Repeat("c", 64),
+		"fn@sha256:" + strings.Repeat("0", 64),
+		"UPPER:v1",
+		"a:b:c",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, image string) {
+		ref, err := Parse(image, "")
+		if err != nil {
+			if !errors.Is(err, ErrInvalidImage) {
+				t.Fatalf("error %v does not wrap ErrInvalidImage", err)
+			}
+			return
+		}
+		if ref.Name == "" || ref.Prefix == "" || (ref.Tag == "" && ref.Digest == "") {
+			t.Fatalf("Parse(%q) = %+v: incomplete", image, ref)
+		}
+		again, err := Parse(ref.String(), "")
+		if err != nil {
+			t.Fatalf("Parse(%q) ok but its String %q does not parse: %v", image, ref.String(), err)
+		}
+		if again != ref {
+			t.Fatalf("round trip of %q: %+v != %+v", image, again, ref)
+		}
+	})
+}

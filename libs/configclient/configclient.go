@@ -1,0 +1,99 @@
+// Package configclient follows the config-reconciler's executor table: it
+// watches the stream, keeps the newest snapshot's lookup tables, reconnects
+// with backoff, and keeps serving the last table while the reconciler is away.
+package configclient
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+)
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// Client holds the newest executor table.
+type Client struct {
+	log        *slog.Logger
+	stream     configpb.ExecutorConfigClient
+	subscriber string
+	tables     atomic.Pointer[executortable.Tables]
+	ready      chan struct{}
+	readyOnce  sync.Once
+	onUpdate   func(*executortable.Tables)
+}
+
+// New returns a client that watches over conn. subscriber names the caller
+// in the reconciler's logs.
+func New(log *slog.Logger, conn grpc.ClientConnInterface, subscriber string) *Client {
+	return &Client{
+		log:        log,
+		stream:     configpb.NewExecutorConfigClient(conn),
+		subscriber: subscriber,
+		ready:      make(chan struct{}),
+	}
+}
+
+// OnUpdate sets a function called with every new table (before Run).
+func (c *Client) OnUpdate(f func(*executortable.Tables)) { c.onUpdate = f }
+
+// Tables returns the newest table, or nil before the first snapshot.
+func (c *Client) Tables() *executortable.Tables { return c.tables.Load() }
+
+// Ready is closed once the first snapshot arrived.
+func (c *Client) Ready() <-chan struct{} { return c.ready }
+
+// Run watches until ctx ends.
+func (c *Client) Run(ctx context.Context) {
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		received, err := c.watch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if received {
+			backoff = minBackoff
+		}
+		c.log.Warn("config stream interrupted; serving the last table", "error", err, "retry_in", backoff.String())
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func (c *Client) watch(ctx context.Context) (received bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.stream.Watch(ctx, &configpb.WatchRequest{Subscriber: c.subscriber}, grpc.WaitForReady(false))
+	if err != nil {
+		return false, err
+	}
+	for {
+		snap, err := stream.Recv()
+		if err != nil {
+			return received, err
+		}
+		received = true
+		t := executortable.Build(snap)
+		if old := c.tables.Load(); old == nil || old.Epoch != t.Epoch || old.Version != t.Version {
+			c.tables.Store(t)
+			c.log.Info("executor table updated", "epoch", t.Epoch, "version", t.Version, "functions", len(snap.GetFunctions()))
+			if c.onUpdate != nil {
+				c.onUpdate(t)
+			}
+		}
+		c.readyOnce.Do(func() { close(c.ready) })
+	}
+}

@@ -1,0 +1,107 @@
+// Package executortable turns a config snapshot (the FunctionConfigs the
+// config-reconciler streams) into one lookup table per executor. The
+// reconciler uses it to report conflicts in status and every consumer uses it
+// to route, so all of them judge conflicts and precedence the same way.
+package executortable
+
+import (
+	"sort"
+
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+)
+
+// Kind is an executor, in the order the gateway tries them.
+type Kind string
+
+// The executors.
+const (
+	Go     Kind = "go"
+	Binary Kind = "binary"
+	Pod    Kind = "pod"
+)
+
+// Kinds returns all executors in routing order.
+func Kinds() []Kind { return []Kind{Go, Binary, Pod} }
+
+// Tables are the lookup tables of one snapshot.
+type Tables struct {
+	// Epoch and Version identify the snapshot.
+	Epoch   string
+	Version uint64
+	// DefaultPrefix is the snapshot's default image prefix.
+	DefaultPrefix string
+	tables        map[Kind]*imagematch.Table[*configpb.FunctionConfig]
+	// Conflicts by executor.
+	Conflicts map[Kind][]imagematch.Conflict
+	// Invalid claims by owner ("namespace/name"), with the reason.
+	Invalid map[string]error
+}
+
+// Owner is how a FunctionConfig is named in conflicts and errors.
+func Owner(fc *configpb.FunctionConfig) string { return fc.GetNamespace() + "/" + fc.GetName() }
+
+// Build makes the tables of a snapshot.
+func Build(s *configpb.Snapshot) *Tables {
+	t := &Tables{
+		Epoch:         s.GetEpoch(),
+		Version:       s.GetVersion(),
+		DefaultPrefix: s.GetDefaultImagePrefix(),
+		tables:        map[Kind]*imagematch.Table[*configpb.FunctionConfig]{},
+		Conflicts:     map[Kind][]imagematch.Conflict{},
+		Invalid:       map[string]error{},
+	}
+	claims := map[Kind][]imagematch.Claim[*configpb.FunctionConfig]{}
+	for _, fc := range s.GetFunctions() {
+		add := func(k Kind, tags []string) {
+			claims[k] = append(claims[k], imagematch.Claim[*configpb.FunctionConfig]{
+				Owner: Owner(fc), Name: fc.GetImage(), Prefixes: fc.GetPrefixes(), Tags: tags, Value: fc,
+			})
+		}
+		if fc.GetGo() != nil {
+			add(Go, fc.GetGo().GetTags())
+		}
+		if fc.GetBinary() != nil {
+			add(Binary, fc.GetBinary().GetTags())
+		}
+		if fc.GetPod() != nil {
+			add(Pod, fc.GetPod().GetTags())
+		}
+	}
+	for _, k := range Kinds() {
+		table, conflicts, invalid := imagematch.NewTable(t.DefaultPrefix, claims[k])
+		t.tables[k] = table
+		if len(conflicts) > 0 {
+			t.Conflicts[k] = conflicts
+		}
+		for owner, err := range invalid {
+			t.Invalid[owner] = err
+		}
+	}
+	return t
+}
+
+// Lookup returns the FunctionConfig whose executor k runs ref.
+func (t *Tables) Lookup(k Kind, ref imagematch.Reference) (*configpb.FunctionConfig, bool) {
+	table := t.tables[k]
+	if table == nil {
+		return nil, false
+	}
+	return table.Lookup(ref)
+}
+
+// ConflictsOf lists the conflicts an owner is part of, in a stable order.
+func (t *Tables) ConflictsOf(owner string) []string {
+	var out []string
+	for _, k := range Kinds() {
+		for _, c := range t.Conflicts[k] {
+			for _, o := range c.Owners {
+				if o == owner {
+					out = append(out, string(k)+" executor: "+c.String())
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,181 @@
+// Package controller watches FunctionConfigs with controller-runtime. Two
+// controllers share the informer cache:
+//
+//   - TableSync runs on every replica and rebuilds the executor table from
+//     all FunctionConfigs in the namespace on every change, so each replica
+//     streams a complete table and a deleted object leaves no entry behind;
+//   - StatusWriter runs only on the elected leader and writes each object's
+//     status: functionRunnerObservedGeneration, error, and the Ready and
+//     Conflict conditions. A change to one object can change another's
+//     conflicts, so every change requeues all objects of the namespace.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
+)
+
+// Table receives the executor table; *store.Store implements it.
+type Table interface {
+	Replace(functions []*configpb.FunctionConfig) bool
+}
+
+// Reasons of the conditions written.
+const (
+	ReasonApplied    = "Applied"
+	ReasonInvalid    = "Invalid"
+	ReasonConflict   = "Conflict"
+	ReasonNoConflict = "NoConflict"
+)
+
+// Setup registers both controllers with the manager.
+func Setup(mgr ctrl.Manager, log *slog.Logger, namespace string, opts configs.Options, table Table) error {
+	lister := &lister{client: mgr.GetClient(), namespace: namespace, opts: opts}
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		objs, err := lister.list(ctx)
+		if err != nil {
+			log.Error("listing FunctionConfigs", "error", err)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(objs))
+		for _, o := range objs {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+		}
+		return reqs
+	})
+
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("functionconfig-table").
+		For(&v1alpha1.FunctionConfig{}).
+		WithOptions(ctrlOptions(false)).
+		Complete(&TableSync{lister: lister, table: table, log: log}); err != nil {
+		return fmt.Errorf("table controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("functionconfig-status").
+		Watches(&v1alpha1.FunctionConfig{}, all).
+		WithOptions(ctrlOptions(true)).
+		Complete(&StatusWriter{lister: lister, client: mgr.GetClient(), log: log}); err != nil {
+		return fmt.Errorf("status controller: %w", err)
+	}
+	return nil
+}
+
+type lister struct {
+	client    client.Client
+	namespace string
+	opts      configs.Options
+}
+
+func (l *lister) list(ctx context.Context) ([]v1alpha1.FunctionConfig, error) {
+	var list v1alpha1.FunctionConfigList
+	if err := l.client.List(ctx, &list, client.InNamespace(l.namespace)); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// TableSync rebuilds the executor table.
+type TableSync struct {
+	lister *lister
+	table  Table
+	log    *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *TableSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	objs, err := r.lister.list(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	entries, _ := configs.Evaluate(objs, r.lister.opts)
+	if r.table.Replace(entries) {
+		r.log.Info("executor table rebuilt", "functionConfigs", len(objs), "entries", len(entries))
+	}
+	return reconcile.Result{}, nil
+}
+
+// StatusWriter writes FunctionConfig status.
+type StatusWriter struct {
+	lister *lister
+	client client.Client
+	log    *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	objs, err := r.lister.list(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	_, verdicts := configs.Evaluate(objs, r.lister.opts)
+	var obj *v1alpha1.FunctionConfig
+	for i := range objs {
+		if objs[i].Name == req.Name && objs[i].Namespace == req.Namespace {
+			obj = &objs[i]
+		}
+	}
+	if obj == nil || obj.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	v := verdicts[req.NamespacedName]
+	want := obj.Status.DeepCopy()
+	SetStatus(want, obj.Generation, v)
+	if equality.Semantic.DeepEqual(*want, obj.Status) {
+		return reconcile.Result{}, nil
+	}
+	patch := client.MergeFrom(obj.DeepCopy())
+	obj.Status = *want
+	if err := r.client.Status().Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("patching status of %s: %w", req.NamespacedName, err)
+	}
+	r.log.Info("status written", "functionConfig", req.NamespacedName.String(), "generation", obj.Generation, "ready", v.Ready(), "problems", v.Problems)
+	return reconcile.Result{}, nil
+}
+
+// SetStatus records a verdict in status.
+func SetStatus(s *v1alpha1.FunctionConfigStatus, generation int64, v configs.Verdict) {
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: generation}
+	conflict := metav1.Condition{Type: v1alpha1.ConditionConflict, ObservedGeneration: generation,
+		Status: metav1.ConditionFalse, Reason: ReasonNoConflict, Message: "no other FunctionConfig claims the same image, prefix, tag and executor"}
+	switch {
+	case v.Ready():
+		s.FunctionRunnerObservedGeneration = generation
+		s.Error = ""
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, ReasonApplied, "the executor table holds this FunctionConfig"
+	default:
+		s.Error = strings.Join(v.Problems, "; ")
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalid, s.Error
+		if len(v.Conflicts) > 0 {
+			ready.Reason = ReasonConflict
+			conflict.Status, conflict.Reason, conflict.Message = metav1.ConditionTrue, ReasonConflict, strings.Join(v.Conflicts, "; ")
+		}
+	}
+	meta.SetStatusCondition(&s.Conditions, ready)
+	meta.SetStatusCondition(&s.Conditions, conflict)
+}
+
+func ctrlOptions(needLeader bool) controller.Options {
+	return controller.Options{NeedLeaderElection: ptr.To(needLeader)}
+}

@@ -1,0 +1,93 @@
+// Package catalog links the KRM catalog functions fnrunner ships into the
+// binary-runner, for its in-process Go executor. Each is the function's own
+// processor, run exactly as its binary runs it (fn.Run, as fn.AsMain does).
+package catalog
+
+import (
+	"fmt"
+
+	applyreplacements "github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements/replacements"
+	"github.com/kptdev/krm-functions-catalog/functions/go/apply-setters/applysetters"
+	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
+	"github.com/kptdev/krm-functions-catalog/functions/go/starlark/starlark"
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// Functions returns the linked-in functions by ID (the catalog image name),
+// with the catalog version each was built from.
+func Functions() map[string]Function {
+	return map[string]Function{
+		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
+		"apply-setters":      {Version: "v0.2.2", Process: ApplySetters},
+		"apply-replacements": {Version: "v0.1.5", Process: applyreplacements.ApplyReplacements},
+		"starlark":           {Version: "v0.5.5", Process: starlark.Process},
+	}
+}
+
+// Function is one linked-in catalog function.
+type Function struct {
+	// Version of the catalog module it is built from.
+	Version string
+	// Process is its ResourceList processor.
+	Process fn.ResourceListProcessorFunc
+}
+
+// ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The
+// catalog's own main for v0.2.2 is written against kyaml v0.10's framework
+// and no longer compiles with the kyaml the other functions need; its
+// applysetters package does, and this reproduces what that main reports:
+// one result per field set, "no matches for input setter(s)" when nothing
+// matched, and an error result on failure.
+func ApplySetters(rl *fn.ResourceList) (bool, error) {
+	fail := func(err error) (bool, error) {
+		rl.Results = append(rl.Results, &fn.Result{
+			Message:  fmt.Sprintf("failed to apply setters: %v", err),
+			Severity: fn.Error,
+		})
+		return false, nil
+	}
+	nodes := make([]*yaml.RNode, 0, len(rl.Items))
+	for _, o := range rl.Items {
+		n, err := yaml.Parse(o.String())
+		if err != nil {
+			return fail(err)
+		}
+		nodes = append(nodes, n)
+	}
+	var config *yaml.RNode
+	if rl.FunctionConfig != nil {
+		n, err := yaml.Parse(rl.FunctionConfig.String())
+		if err != nil {
+			return fail(err)
+		}
+		config = n
+	}
+	var setters applysetters.ApplySetters
+	applysetters.Decode(config, &setters)
+	out, err := setters.Filter(nodes)
+	if err != nil {
+		return fail(err)
+	}
+	items := make(fn.KubeObjects, 0, len(out))
+	for _, n := range out {
+		o, err := fn.ParseKubeObject([]byte(n.MustString()))
+		if err != nil {
+			return fail(err)
+		}
+		items = append(items, o)
+	}
+	rl.Items = items
+	if len(setters.Results) == 0 {
+		rl.Results = append(rl.Results, &fn.Result{Message: "no matches for input setter(s)"})
+		return true, nil
+	}
+	for _, r := range setters.Results {
+		rl.Results = append(rl.Results, &fn.Result{
+			Message: fmt.Sprintf("set field value to %q", r.Value),
+			Field:   &fn.Field{Path: r.FieldPath},
+			File:    &fn.File{Path: r.FilePath},
+		})
+	}
+	return true, nil
+}

@@ -21,6 +21,10 @@ const (
 	Pod    Kind = "pod"
 )
 
+// Header is the gRPC metadata key with which the gateway tells an executor
+// service which executor it chose.
+const Header = "fnrunner-executor"
+
 // Kinds returns all executors in routing order.
 func Kinds() []Kind { return []Kind{Go, Binary, Pod} }
 

@@ -33,6 +33,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// ServerOptions are added to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
+	// Gatherers are served on /metrics beside the service's own registry
+	// (e.g. controller-runtime's).
+	Gatherers []prometheus.Gatherer
 }
 
 // Server is a gRPC server with health and metrics, not yet serving.
@@ -84,7 +87,8 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	var metrics *http.Server
 	if s.cfg.MetricsAddress != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+		gatherers := append(prometheus.Gatherers{s.Registry}, s.cfg.Gatherers...)
+		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.Registry}))
 		metrics = &http.Server{Addr: s.cfg.MetricsAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		mlis, err := net.Listen("tcp", s.cfg.MetricsAddress)
 		if err != nil {

@@ -1,65 +1,114 @@
 // Command gateway is the gRPC endpoint porch talks to: it serves porch's
-// evaluator.FunctionEvaluator service and gRPC health on --port (9445).
+// evaluator.FunctionEvaluator service and gRPC health on --port (9445) and
+// routes each call to the executor the executor table names.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/gateway/server"
 )
 
 type options struct {
-	port               int
-	maxRequestBodySize int
-	metricsAddress     string
-	drainTimeout       time.Duration
-	logLevel           slog.Level
+	common              grpcserving.Flags
+	port                int
+	maxRequestBodySize  int
+	configAddress       string
+	binaryRunnerAddress string
+	disableRuntimes     string
+	healthInterval      time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	grpcserving.Usage(fs, "Serves porch's evaluator.FunctionEvaluator/EvaluateFunction and routes each call to an executor:\ngo, then binary, then pod; only NotFound falls through to the next.")
+	o.common.Register(fs, ":9090")
 	fs.IntVar(&o.port, "port", 9445, "TCP port of the porch-facing gRPC service (evaluator.FunctionEvaluator and grpc.health.v1.Health). 0 picks a free port.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
-	fs.StringVar(&o.metricsAddress, "metrics-address", ":9090", "Address of the HTTP server for Prometheus /metrics. Empty disables it.")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
-	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "Log level: DEBUG, INFO, WARN or ERROR.")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gateway [flags]\n\nServes porch's evaluator.FunctionEvaluator/EvaluateFunction and routes each call to an executor.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
+	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runner (go and binary executors).")
+	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
+	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
+	if err := grpcserving.Parse(fs, args); err != nil {
+		return nil, grpcserving.FlagError(err)
 	}
 	return o, nil
 }
 
-// run serves until ctx ends. ready, if not nil, receives the gRPC address once
-// the listener is open.
-func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) error {
+// disabled parses --disable-runtimes.
+func disabled(s string) (map[executortable.Kind]bool, error) {
+	out := map[executortable.Kind]bool{}
+	for _, f := range strings.Split(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case "exec", "binary":
+			out[executortable.Binary] = true
+		case "go":
+			out[executortable.Go] = true
+		case "pod":
+			out[executortable.Pod] = true
+		default:
+			return nil, fmt.Errorf("--disable-runtimes: unknown executor %q (want go, binary, exec or pod)", f)
+		}
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	return serve(ctx, args, stderr, nil)
+}
+
+// serve runs the gateway; ready, if not nil, receives the listener's address.
+func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	off, err := disabled(o.disableRuntimes)
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
+	log := o.common.Logger(stderr, "gateway")
+
+	cfgConn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+	}
+	defer cfgConn.Close()
+	cfg := configclient.New(log, cfgConn, "gateway")
+
+	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
+	if err != nil {
+		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
+	}
+	defer runnerConn.Close()
+
+	var routes []server.Route
+	for _, k := range []executortable.Kind{executortable.Go, executortable.Binary} {
+		if !off[k] {
+			routes = append(routes, server.Route{Kind: k, Client: pb.NewFunctionEvaluatorClient(runnerConn), Health: healthpb.NewHealthClient(runnerConn)})
+		}
+	}
+	ev := server.NewEvaluator(log, cfg, routes...)
 
 	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
 	if err != nil {
@@ -68,25 +117,26 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "gateway",
 		MaxMessageSize: o.maxRequestBodySize,
-		MetricsAddress: o.metricsAddress,
-		DrainTimeout:   o.drainTimeout,
+		MetricsAddress: o.common.MetricsAddress,
+		DrainTimeout:   o.common.DrainTimeout,
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, server.NewEvaluator())
-	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	pb.RegisterFunctionEvaluatorServer(srv.GRPC, ev)
 	if ready != nil {
 		ready <- lis.Addr()
 	}
-	return srv.Serve(ctx, lis)
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { cfg.Run(ctx); return nil })
+	g.Go(func() error {
+		ev.WatchHealth(ctx, o.healthInterval, func(s healthpb.HealthCheckResponse_ServingStatus) {
+			if ctx.Err() == nil {
+				srv.Health.SetServingStatus("", s)
+			}
+		})
+		return nil
+	})
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	return g.Wait()
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintf(os.Stderr, "gateway: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { grpcserving.Main("gateway", run) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,15 +19,17 @@ import (
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
-// TestServesOverLoopback starts the gateway as main does and talks to it with
-// the generated client.
-func TestServesOverLoopback(t *testing.T) {
+// TestNotReadyWithoutConfig starts the gateway as main does, with nothing
+// behind it, and talks to it with the generated client: it must say it is
+// not serving and answer Unavailable, and stop cleanly.
+func TestNotReadyWithoutConfig(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	var logs bytes.Buffer
+	unreachable := "127.0.0.1:1"
 	go func() {
-		done <- run(ctx, []string{"--port=0", "--metrics-address="}, &logs, ready)
+		done <- serve(ctx, []string{"--port=0", "--metrics-address=", "--config-address=" + unreachable, "--binary-runner-address=" + unreachable}, &logs, ready)
 	}()
 	var addr net.Addr
 	select {
@@ -36,33 +37,27 @@ func TestServesOverLoopback(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("gateway exited early: %v", err)
 	}
-	port := addr.(*net.TCPAddr).Port
-
-	conn, err := grpc.NewClient(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-
 	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer callCancel()
+
 	hc, err := healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatalf("health check: %v", err)
 	}
-	if hc.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("health = %v, want SERVING", hc.GetStatus())
+	if hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health = SERVING without an executor table or executor")
 	}
-
 	_, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(callCtx, &pb.EvaluateFunctionRequest{
 		Image:        "set-namespace:v0.4.5",
 		ResourceList: []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"),
 	})
-	if got := status.Code(err); got != codes.NotFound {
-		t.Fatalf("EvaluateFunction code = %v (%v), want NotFound", got, err)
-	}
-	if !strings.Contains(status.Convert(err).Message(), `"set-namespace:v0.4.5"`) {
-		t.Errorf("message %q does not name the image", status.Convert(err).Message())
+	if got := status.Code(err); got != codes.Unavailable || !strings.Contains(err.Error(), "config-reconciler") {
+		t.Fatalf("EvaluateFunction = %v, want Unavailable naming the config-reconciler", err)
 	}
 
 	cancel()
@@ -76,13 +71,26 @@ func TestServesOverLoopback(t *testing.T) {
 
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"--help"}, &out, nil)
+	err := run(context.Background(), []string{"--help"}, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("run --help = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-port", "-max-request-body-size", "-metrics-address", "-drain-timeout", "-log-level"} {
+	for _, f := range []string{"-port", "-max-request-body-size", "-metrics-address", "-drain-timeout", "-log-level", "-config-address", "-binary-runner-address", "-disable-runtimes"} {
 		if !strings.Contains(out.String(), f) {
 			t.Errorf("--help does not mention %s:\n%s", f, out.String())
 		}
+	}
+}
+
+func TestDisableRuntimes(t *testing.T) {
+	if _, err := disabled("exec,pod"); err != nil {
+		t.Errorf("porch's value rejected: %v", err)
+	}
+	if _, err := disabled("bogus"); err == nil {
+		t.Error("unknown runtime accepted")
+	}
+	err := run(context.Background(), []string{"--disable-runtimes=bogus", "--port=0", "--metrics-address="}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("run with a bad flag = %v", err)
 	}
 }

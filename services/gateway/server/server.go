@@ -1,47 +1,114 @@
 // Package server is the gateway's implementation of porch's
-// evaluator.FunctionEvaluator service: it hands each call to the executors in
-// a fixed order and returns the first answer that is not NotFound.
+// evaluator.FunctionEvaluator service. It checks the request, then asks the
+// executors that the executor table says run the image, in a fixed order;
+// only NotFound falls through to the next one, every other answer is
+// returned as it is.
 package server
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
-// Executor runs the functions it knows. It answers codes.NotFound for an image
-// it does not run, which lets the gateway ask the next executor.
-type Executor interface {
-	Name() string
-	EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error)
+// Tables gives the current executor table; *configclient.Client implements it.
+type Tables interface {
+	Tables() *executortable.Tables
 }
 
-// Evaluator serves EvaluateFunction by asking executors in order.
+// Route is one executor and the service that runs it.
+type Route struct {
+	Kind   executortable.Kind
+	Client pb.FunctionEvaluatorClient
+	Health healthpb.HealthClient
+}
+
+// Evaluator serves EvaluateFunction.
 type Evaluator struct {
 	pb.UnimplementedFunctionEvaluatorServer
-	executors []Executor
+	log    *slog.Logger
+	tables Tables
+	routes []Route
 }
 
-// NewEvaluator returns an Evaluator that tries executors in the order given.
-func NewEvaluator(executors ...Executor) *Evaluator {
-	return &Evaluator{executors: executors}
+// NewEvaluator returns an Evaluator that tries routes in the order given.
+func NewEvaluator(log *slog.Logger, tables Tables, routes ...Route) *Evaluator {
+	return &Evaluator{log: log, tables: tables, routes: routes}
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorServer. Only NotFound falls
-// through to the next executor; every other answer is returned as it is.
+// EvaluateFunction implements pb.FunctionEvaluatorServer.
 func (e *Evaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
-	if req.GetImage() == "" {
-		return nil, status.Error(codes.InvalidArgument, "image must not be empty")
+	tables := e.tables.Tables()
+	if tables == nil {
+		return nil, status.Error(codes.Unavailable, "the gateway has no executor table yet (is the config-reconciler reachable?)")
 	}
-	for _, ex := range e.executors {
-		resp, err := ex.EvaluateFunction(ctx, req)
-		if status.Code(err) == codes.NotFound {
+	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	for _, r := range e.routes {
+		if _, ok := tables.Lookup(r.Kind, ref); !ok {
+			continue
+		}
+		start := time.Now()
+		resp, err := r.Client.EvaluateFunction(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), req)
+		code := status.Code(err)
+		e.log.Debug("routed", "image", req.GetImage(), "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
+		if code == codes.NotFound {
 			continue
 		}
 		return resp, err
 	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+}
+
+// Serving reports whether the gateway can answer: it holds an executor table
+// and at least one executor service answers its health check.
+func (e *Evaluator) Serving(ctx context.Context) bool {
+	if e.tables.Tables() == nil {
+		return false
+	}
+	for _, r := range e.routes {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := r.Health.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return true
+		}
+	}
+	return false
+}
+
+// WatchHealth sets the gateway's health from Serving every interval until ctx ends.
+func (e *Evaluator) WatchHealth(ctx context.Context, interval time.Duration, set func(healthpb.HealthCheckResponse_ServingStatus)) {
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		s := healthpb.HealthCheckResponse_NOT_SERVING
+		if e.Serving(ctx) {
+			s = healthpb.HealthCheckResponse_SERVING
+		}
+		if s != last {
+			e.log.Info("health changed", "status", s.String())
+			set(s)
+			last = s
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
 }

@@ -1,0 +1,80 @@
+package grpcserving
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// Flags are the flags every fnrunner service has.
+type Flags struct {
+	MetricsAddress string
+	DrainTimeout   time.Duration
+	LogLevel       slog.Level
+}
+
+// Register adds the common flags to fs; metricsAddress is this service's
+// default (each service has its own, so all can run on one host).
+func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
+	fs.StringVar(&f.MetricsAddress, "metrics-address", metricsAddress, "Address of the HTTP server for Prometheus /metrics. Empty disables it.")
+	fs.DurationVar(&f.DrainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
+	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "Log level: DEBUG, INFO, WARN or ERROR.")
+}
+
+// Logger returns the service's structured (JSON) logger.
+func (f *Flags) Logger(w io.Writer, service string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.LogLevel})).With("service", service)
+}
+
+// Usage sets a usage text that explains the command, then every flag.
+func Usage(fs *flag.FlagSet, synopsis string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\n%s\n\nFlags:\n", fs.Name(), synopsis)
+		fs.PrintDefaults()
+	}
+}
+
+// Parse parses args and refuses positional arguments.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return nil
+}
+
+// Main runs a service until SIGTERM or interrupt and exits with its status:
+// 0 after a clean drain or --help, 2 on bad flags, 1 on any other error.
+func Main(name string, run func(ctx context.Context, args []string, stderr io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, new(*flagError)):
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+type flagError struct{ error }
+
+// FlagError marks an error as a usage error (exit status 2).
+func FlagError(err error) error {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &flagError{err}
+}

@@ -1,0 +1,104 @@
+// Command binary-runner runs KRM functions for the gateway: linked-in catalog
+// functions in-process (go executor) and function binaries from --functions
+// (binary executor), as the executor table from the config-reconciler says.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
+	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
+)
+
+type options struct {
+	common             grpcserving.Flags
+	port               int
+	configAddress      string
+	functions          string
+	allowAbsolutePaths bool
+	maxRequestBodySize int
+	maxLogBytes        int
+	tempDir            string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("binary-runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grpcserving.Usage(fs, "Runs KRM functions for the gateway: linked-in catalog functions in-process (go executor) and\nfunction binaries from --functions (binary executor), as the config-reconciler's executor table says.")
+	o.common.Register(fs, ":9092")
+	fs.IntVar(&o.port, "port", 9448, "TCP port of the internal executor service (evaluator.FunctionEvaluator) and gRPC health.")
+	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
+	fs.StringVar(&o.functions, "functions", "./functions", "Directory of function binaries; relative binaryExecutor paths are resolved here.")
+	fs.BoolVar(&o.allowAbsolutePaths, "allow-absolute-binary-paths", false, "Run binaryExecutor paths that are absolute (otherwise only binaries inside --functions).")
+	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on a function's output.")
+	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of a function's stderr kept and returned as its log.")
+	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
+	if err := grpcserving.Parse(fs, args); err != nil {
+		return nil, grpcserving.FlagError(err)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger(stderr, "binary-runner")
+	conn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+	}
+	defer conn.Close()
+	cfg := configclient.New(log, conn, "binary-runner")
+
+	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", o.port, err)
+	}
+	srv := grpcserving.New(log, grpcserving.Config{
+		Name:           "binary-runner",
+		MaxMessageSize: o.maxRequestBodySize,
+		MetricsAddress: o.common.MetricsAddress,
+		DrainTimeout:   o.common.DrainTimeout,
+	})
+	pb.RegisterFunctionEvaluatorServer(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
+		FunctionsDir:       o.functions,
+		AllowAbsolutePaths: o.allowAbsolutePaths,
+		MaxOutputBytes:     o.maxRequestBodySize,
+		Exec: fnexec.Options{
+			MaxOutputBytes: o.maxRequestBodySize,
+			MaxLogBytes:    o.maxLogBytes,
+			TempDir:        o.tempDir,
+		},
+	}))
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { cfg.Run(ctx); return nil })
+	g.Go(func() error {
+		select {
+		case <-cfg.Ready():
+			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	return g.Wait()
+}
+
+func main() { grpcserving.Main("binary-runner", run) }

@@ -1,0 +1,166 @@
+// Package runner is the binary-runner's executor service: it serves
+// evaluator.FunctionEvaluator for the functions the executor table gives to
+// the go executor (linked in, run in-process) and the binary executor
+// (binaries under --functions, run with fnexec's isolation).
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
+)
+
+// Tables gives the current executor table; *configclient.Client implements it.
+type Tables interface {
+	Tables() *executortable.Tables
+}
+
+// Options configure the runner.
+type Options struct {
+	// FunctionsDir is where relative binary paths are resolved.
+	FunctionsDir string
+	// AllowAbsolutePaths lets the table name binaries outside FunctionsDir.
+	AllowAbsolutePaths bool
+	// Exec bounds each binary run.
+	Exec fnexec.Options
+	// MaxOutputBytes bounds in-process output like Exec.MaxOutputBytes.
+	MaxOutputBytes int
+}
+
+// Runner implements pb.FunctionEvaluatorServer.
+type Runner struct {
+	pb.UnimplementedFunctionEvaluatorServer
+	tables    Tables
+	opts      Options
+	functions map[string]catalog.Function
+}
+
+// New returns a runner over the given table and linked-in functions.
+func New(tables Tables, functions map[string]catalog.Function, opts Options) *Runner {
+	return &Runner{tables: tables, opts: opts, functions: functions}
+}
+
+// EvaluateFunction implements pb.FunctionEvaluatorServer.
+func (r *Runner) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+	tables := r.tables.Tables()
+	if tables == nil {
+		return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?)")
+	}
+	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	kinds := []executortable.Kind{executortable.Go, executortable.Binary}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		// The gateway names the executor it chose; without it: go, then binary.
+		if v := md.Get(executortable.Header); len(v) == 1 {
+			kinds = []executortable.Kind{executortable.Kind(v[0])}
+		}
+	}
+	for _, k := range kinds {
+		fc, ok := tables.Lookup(k, ref)
+		if !ok {
+			continue
+		}
+		switch k {
+		case executortable.Go:
+			return r.runGo(ctx, req, fc.GetGo().GetId())
+		case executortable.Binary:
+			return r.runBinary(ctx, req, fc.GetBinary().GetPath())
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+}
+
+func (r *Runner) runBinary(ctx context.Context, req *pb.EvaluateFunctionRequest, path string) (*pb.EvaluateFunctionResponse, error) {
+	bin, err := r.resolve(path)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.GetImage(), err)
+	}
+	res, err := fnexec.Run(ctx, []string{bin}, req.GetResourceList(), r.opts.Exec)
+	return fnexec.Respond(req.GetImage(), res, err)
+}
+
+// resolve turns a table path into the binary to run, refusing paths that
+// leave the functions directory unless absolute paths are allowed.
+func (r *Runner) resolve(path string) (string, error) {
+	clean := filepath.Clean(path)
+	if filepath.IsAbs(clean) {
+		if !r.opts.AllowAbsolutePaths {
+			return "", fmt.Errorf("binary path %q is absolute and --allow-absolute-binary-paths is off", path)
+		}
+		return clean, nil
+	}
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("binary path %q leaves the functions directory", path)
+	}
+	dir, err := filepath.Abs(r.opts.FunctionsDir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, clean), nil
+}
+
+// runGo runs a linked-in function as its binary would (fn.Run), but in this
+// process: a panic becomes an Internal error, and the caller's deadline is
+// honoured (a function that overruns it finishes in the background, its
+// result discarded).
+func (r *Runner) runGo(ctx context.Context, req *pb.EvaluateFunctionRequest, id string) (*pb.EvaluateFunctionResponse, error) {
+	f, ok := r.functions[id]
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "function %q: no linked-in Go function with id %q", req.GetImage(), id)
+	}
+	type outcome struct {
+		res *fnexec.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := runInProcess(f.Process, req.GetResourceList())
+		done <- outcome{res, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return fnexec.Respond(req.GetImage(), nil, fmt.Errorf("function did not finish: %w", ctx.Err()))
+	case o := <-done:
+		if o.err == nil && r.opts.MaxOutputBytes > 0 && len(o.res.ResourceList) > r.opts.MaxOutputBytes {
+			return fnexec.Respond(req.GetImage(), o.res, fmt.Errorf("%w (%d bytes)", fnexec.ErrOutputTooLarge, r.opts.MaxOutputBytes))
+		}
+		return fnexec.Respond(req.GetImage(), o.res, o.err)
+	}
+}
+
+func runInProcess(p fn.ResourceListProcessorFunc, input []byte) (res *fnexec.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res = &fnexec.Result{ExitCode: 2, Log: fmt.Appendf(nil, "panic: %v\n\n%s", v, debug.Stack())}
+			err = &fnexec.ExitError{Result: res}
+		}
+	}()
+	out, runErr := fn.Run(p, input)
+	res = &fnexec.Result{ResourceList: out}
+	if runErr != nil {
+		// What the function's binary would print and exit with (fn.AsMain).
+		res.ExitCode = 1
+		res.Log = fmt.Appendf(nil, "failed to evaluate function: %v\n", runErr)
+		return res, &fnexec.ExitError{Result: res}
+	}
+	return res, nil
+}

@@ -1,0 +1,168 @@
+// Command config-reconciler watches FunctionConfig objects (or, with
+// --config-dir, FunctionConfig YAML files), writes their status, and streams
+// the executor table to the gateway and the runners.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/filesource"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
+)
+
+type options struct {
+	common             grpcserving.Flags
+	port               int
+	namespace          string
+	configDir          string
+	defaultImagePrefix string
+	allowAbsolutePaths bool
+	kubeconfig         string
+	leaderElect        bool
+	leaderElectionID   string
+	maxMessageSize     int
+	healthProbeAddress string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("config-reconciler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grpcserving.Usage(fs, "Watches FunctionConfigs in --namespace (or reads them from --config-dir), writes their status,\nand streams the executor table to the gateway and the runners on --port.")
+	o.common.Register(fs, ":9091")
+	fs.IntVar(&o.port, "port", 9447, "TCP port of the internal gRPC service that streams the executor table (and gRPC health).")
+	fs.StringVar(&o.namespace, "namespace", "porch-fn-system", "Namespace whose FunctionConfigs are watched; in --config-dir mode, the namespace given to files' objects without one.")
+	fs.StringVar(&o.configDir, "config-dir", "", "Read FunctionConfig YAML files from this directory (reloaded on change) instead of watching a cluster. For local use.")
+	fs.StringVar(&o.defaultImagePrefix, "default-image-prefix", imagematch.DefaultPrefix, "Prefix of images given without a registry, and what an empty prefix in a FunctionConfig means.")
+	fs.BoolVar(&o.allowAbsolutePaths, "allow-absolute-binary-paths", false, "Accept absolute binaryExecutor paths (otherwise only paths inside the binary-runner's --functions directory). Must match the binary-runner's flag.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among replicas; only the leader writes status, every replica serves the stream.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "fnrunner-config-reconciler", "Name of the Lease used for leader election, in --namespace.")
+	fs.IntVar(&o.maxMessageSize, "max-message-size", 16*1024*1024, "Largest gRPC message sent or received on --port, in bytes.")
+	fs.StringVar(&o.healthProbeAddress, "health-probe-address", "0", "Address of controller-runtime's HTTP /healthz and /readyz (\"0\" disables; gRPC health on --port is always served).")
+	if err := grpcserving.Parse(fs, args); err != nil {
+		return nil, grpcserving.FlagError(err)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger(stderr, "config-reconciler")
+	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
+	st := store.New(o.defaultImagePrefix)
+
+	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", o.port, err)
+	}
+	srv := grpcserving.New(log, grpcserving.Config{
+		Name:           "config-reconciler",
+		MaxMessageSize: o.maxMessageSize,
+		MetricsAddress: o.common.MetricsAddress,
+		DrainTimeout:   o.common.DrainTimeout,
+		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
+	})
+	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Log: log})
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	g.Go(func() error {
+		select {
+		case <-st.Loaded():
+			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			log.Info("executor table loaded; serving")
+		case <-ctx.Done():
+		}
+		return nil
+	})
+
+	if o.configDir != "" {
+		log.Info("reading FunctionConfigs from files", "dir", o.configDir)
+		g.Go(func() error { return filesource.Run(ctx, log, o.configDir, o.namespace, cfgOpts, st) })
+		return g.Wait()
+	}
+
+	restCfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                  scheme,
+		Logger:                  logr.FromSlogHandler(log.Handler()),
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  o.healthProbeAddress,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.namespace,
+		// Give up leadership at once on shutdown so another replica takes
+		// over status without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+	})
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	if o.healthProbeAddress != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return err
+		}
+	}
+	if err := controller.Setup(mgr, log, o.namespace, cfgOpts, st); err != nil {
+		return err
+	}
+	log.Info("watching FunctionConfigs", "namespace", o.namespace, "leaderElection", o.leaderElect)
+	g.Go(func() error { return mgr.Start(ctx) })
+	return g.Wait()
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no Kubernetes configuration (use --kubeconfig, or --config-dir for local use): %w", err)
+	}
+	return cfg, nil
+}
+
+func main() { grpcserving.Main("config-reconciler", run) }

@@ -1,0 +1,46 @@
+"""stack_go_test: a go_test that runs fnrunner's real services (tests/stack).
+
+Packages whose tests use tests/stack map go_test onto it in their BUILD file:
+
+    # gazelle:map_kind go_test stack_go_test //tests/stack:defs.bzl
+"""
+
+load("@io_bazel_rules_go//go:def.bzl", "go_test")
+
+_CATALOG = "@gomod//github.com/kptdev/krm-functions-catalog/functions/go"
+
+# Function binaries in the binary-runner's functions directory, by name.
+_FUNCTIONS = {
+    "apply-replacements": _CATALOG + "/apply-replacements",
+    "apply-setters": "//services/binary-runner/functions/apply-setters",
+    "crash": "//tests/testfns/crash",
+    "hang": "//tests/testfns/hang",
+    "set-namespace": _CATALOG + "/set-namespace",
+    "starlark": _CATALOG + "/starlark",
+}
+
+_SERVICES = {
+    "FNRUNNER_BINARY_RUNNER": "//services/binary-runner",
+    "FNRUNNER_CONFIG_RECONCILER": "//services/config-reconciler",
+    "FNRUNNER_GATEWAY": "//services/gateway",
+}
+
+def stack_go_test(name, data = [], env = {}, **kwargs):
+    """go_test with the service binaries, function binaries and local FunctionConfigs.
+
+    Args:
+      name: the test's name.
+      data: more runfiles.
+      env: more environment variables.
+      **kwargs: passed to go_test.
+    """
+    stack_env = {k: "$(rootpath %s)" % v for k, v in _SERVICES.items()}
+    stack_env["FNRUNNER_FUNCTIONS"] = " ".join(["%s=$(rootpath %s)" % (fn, label) for fn, label in _FUNCTIONS.items()])
+    stack_env["FNRUNNER_LOCAL_CONFIGS"] = "$(rootpaths //deploy/local/functionconfigs)"
+    stack_env.update(env)
+    go_test(
+        name = name,
+        data = data + _SERVICES.values() + _FUNCTIONS.values() + ["//deploy/local/functionconfigs"],
+        env = stack_env,
+        **kwargs
+    )

@@ -63,7 +63,11 @@ func (c *Client) Run(ctx context.Context) {
 		if received {
 			backoff = minBackoff
 		}
-		c.log.Warn("config stream interrupted; serving the last table", "error", err, "retry_in", backoff.String())
+		if c.tables.Load() == nil {
+			c.log.Info("waiting for the config-reconciler", "error", err, "retry_in", backoff.String())
+		} else {
+			c.log.Warn("config stream interrupted; serving the last table", "error", err, "retry_in", backoff.String())
+		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -1,0 +1,291 @@
+// Command fnctl runs KRM functions through an fnrunner gateway (or any
+// evaluator.FunctionEvaluator, such as porch's function-runner).
+//
+//	fnctl eval --image set-namespace:v0.4.5 [--fn-config f.yaml | -- key=value ...] < resources
+//	fnctl render DIR
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/kptrender"
+	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+)
+
+const usage = `Usage: fnctl COMMAND [flags]
+
+Runs KRM functions through an fnrunner gateway.
+
+Commands:
+  eval    run one function on resources read from stdin; write the result to stdout
+            fnctl eval --image set-namespace:v0.4.5 -- namespace=prod < resources.yaml
+            fnctl eval --image apply-replacements:v0.1.5 --fn-config r.yaml < resources.yaml
+  render  run a kpt package's Kptfile pipeline and write the package back
+            fnctl render ./my-package
+
+Run 'fnctl COMMAND --help' for a command's flags.
+`
+
+// exitError carries an exit status without printing anything more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+type common struct {
+	gateway  string
+	timeout  time.Duration
+	maxBytes int
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.gateway, "gateway", "localhost:9445", "Address of the gateway (evaluator.FunctionEvaluator).")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "Deadline of each function call.")
+	fs.IntVar(&c.maxBytes, "max-message-size", 64*1024*1024, "Largest gRPC message sent or received, in bytes (the gateway applies its own limit).")
+}
+
+func (c *common) dial() (*grpc.ClientConn, error) {
+	return grpc.NewClient(c.gateway, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxBytes), grpc.MaxCallSendMsgSize(c.maxBytes)))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitError{2}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "eval":
+		return eval(ctx, args[1:], stdin, stdout, stderr)
+	case "render":
+		return render(ctx, args[1:], stderr)
+	default:
+		fmt.Fprintf(stderr, "fnctl: unknown command %q\n\n%s", args[0], usage)
+		return exitError{2}
+	}
+}
+
+func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c common
+	var image, fnConfig string
+	fs := flag.NewFlagSet("fnctl eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	fs.StringVar(&image, "image", "", "Function image, e.g. set-namespace:v0.4.5 (required).")
+	fs.StringVar(&fnConfig, "fn-config", "", "File holding the functionConfig. Alternatively give key=value pairs after --, which become a ConfigMap.")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fnctl eval --image IMAGE [--fn-config FILE | -- key=value ...] < resources\n\nReads resources (a YAML stream or a ResourceList) from stdin, runs the function, writes the\nresult in the same form to stdout and the function's results and log to stderr.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError{2}
+	}
+	if image == "" {
+		return usageErr(stderr, "--image is required")
+	}
+	if fnConfig != "" && fs.NArg() > 0 {
+		return usageErr(stderr, "give either --fn-config or key=value pairs, not both")
+	}
+	config, err := functionConfig(fnConfig, fs.Args())
+	if err != nil {
+		return err
+	}
+
+	in, err := io.ReadAll(stdin)
+	if err != nil {
+		return fmt.Errorf("reading stdin: %w", err)
+	}
+	wasList := false
+	if rl, err := resourcelist.Parse(in); err == nil {
+		wasList = true
+		if config == nil {
+			config = rl.FunctionConfig
+		}
+	}
+	reader := &kio.ByteReader{Reader: bytes.NewReader(in), PreserveSeqIndent: true, WrapBareSeqNode: true}
+	items, err := reader.Read()
+	if err != nil {
+		return fmt.Errorf("reading resources: %w", err)
+	}
+	req, err := kptrender.BuildResourceList(items, config)
+	if err != nil {
+		return err
+	}
+
+	conn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: req})
+	took := time.Since(start).Round(time.Millisecond)
+	if err != nil {
+		st := status.Convert(err)
+		if d, ok := fnexec.FailureDetails(err); ok {
+			printResults(stderr, d.GetResourceList(), d.GetLog())
+		}
+		fmt.Fprintf(stderr, "[FAIL] %s in %v: %s: %s\n", image, took, st.Code(), st.Message())
+		return exitError{1}
+	}
+	printResults(stderr, resp.GetResourceList(), resp.GetLog())
+	fmt.Fprintf(stderr, "[PASS] %s in %v\n", image, took)
+	if wasList {
+		_, err = stdout.Write(resp.GetResourceList())
+		return err
+	}
+	out, err := resourcelist.Parse(resp.GetResourceList())
+	if err != nil {
+		return err
+	}
+	return kio.ByteWriter{Writer: stdout}.Write(out.Items)
+}
+
+func render(ctx context.Context, args []string, stderr io.Writer) error {
+	var c common
+	fs := flag.NewFlagSet("fnctl render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] DIR\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back when every function succeeded. Prints progress, timing and results per step.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return exitError{2}
+	}
+	if fs.NArg() != 1 {
+		return usageErr(stderr, "render takes exactly one package directory")
+	}
+	dir := fs.Arg(0)
+	conn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	fmt.Fprintf(stderr, "Package %q:\n", dir)
+	list, err := kptrender.Render(cctx, dir, pb.NewFunctionEvaluatorClient(conn), kptrender.Options{Progress: stderr})
+	if list != nil {
+		for _, item := range list.Items {
+			printItem(stderr, item)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if list.ExitCode != 0 {
+		fmt.Fprintf(stderr, "\nPackage %q not written: a function failed.\n", dir)
+		return exitError{1}
+	}
+	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in 1 package(s).\n", len(list.Items))
+	return nil
+}
+
+func printItem(w io.Writer, item kptrender.StepResult) {
+	verdict := "PASS"
+	if item.ExitCode != 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "[%s] %q in %v\n", verdict, item.Image, item.Duration.Round(time.Millisecond))
+	if len(item.Results) > 0 {
+		fmt.Fprintln(w, "  Results:")
+	}
+	for _, r := range item.Results {
+		fmt.Fprintf(w, "    %s\n", r.String())
+	}
+	if s := strings.TrimSpace(item.Stderr); s != "" && item.ExitCode != 0 {
+		fmt.Fprintf(w, "  Stderr:\n    %s\n", strings.ReplaceAll(s, "\n", "\n    "))
+	}
+}
+
+func printResults(w io.Writer, rl, log []byte) {
+	if results, err := resourcelist.Results(rl); err == nil {
+		for _, r := range results {
+			fmt.Fprintln(w, r.String())
+		}
+	}
+	if s := strings.TrimSpace(string(log)); s != "" {
+		fmt.Fprintf(w, "%s\n", s)
+	}
+}
+
+// functionConfig reads --fn-config, or makes a ConfigMap of key=value pairs.
+func functionConfig(file string, pairs []string) (*yaml.RNode, error) {
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--fn-config: %w", err)
+		}
+		n, err := yaml.Parse(string(data))
+		if err != nil {
+			return nil, fmt.Errorf("--fn-config %s: %w", file, err)
+		}
+		return n, nil
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	data := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", p)
+		}
+		data[k] = v
+	}
+	cm, err := yaml.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: function-input\n")
+	if err != nil {
+		return nil, err
+	}
+	cm.SetDataMap(data)
+	return cm, nil
+}
+
+func usageErr(w io.Writer, msg string) error {
+	fmt.Fprintf(w, "fnctl: %s\n", msg)
+	return exitError{2}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintf(os.Stderr, "fnctl: %v\n", err)
+		os.Exit(1)
+	}
+}

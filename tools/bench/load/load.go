@@ -1,0 +1,80 @@
+// Package load sends a fixed number of calls at a fixed concurrency and
+// summarizes their latencies. It measures; it asserts nothing.
+package load
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Call is one request; it returns an error for a failed call.
+type Call func(ctx context.Context) error
+
+// Stats summarize a run.
+type Stats struct {
+	Calls, Errors int
+	// FirstError is the first failure seen, for the report.
+	FirstError    error
+	Wall          time.Duration
+	P50, P90, P99 time.Duration
+	Min, Max      time.Duration
+}
+
+// Throughput is calls per second over the run's wall time.
+func (s Stats) Throughput() float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return float64(s.Calls) / s.Wall.Seconds()
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("n=%d errors=%d p50=%v p90=%v p99=%v throughput=%.1f/s", s.Calls, s.Errors,
+		s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Throughput())
+}
+
+// Run makes n calls with at most concurrency in flight.
+func Run(ctx context.Context, n, concurrency int, call Call) Stats {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				t := time.Now()
+				errs[i] = call(ctx)
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	s := Stats{Calls: n, Wall: time.Since(start)}
+	for _, err := range errs {
+		if err != nil {
+			s.Errors++
+			if s.FirstError == nil {
+				s.FirstError = err
+			}
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if n > 0 {
+		pick := func(q float64) time.Duration { return lat[min(n-1, int(q*float64(n)))] }
+		s.P50, s.P90, s.P99, s.Min, s.Max = pick(0.50), pick(0.90), pick(0.99), lat[0], lat[n-1]
+	}
+	return s
+}

@@ -1,0 +1,218 @@
+// Command bench measures fnrunner. It prints numbers and asserts nothing.
+//
+//	bench load --address localhost:9445 --image set-namespace:v0.4.5 --input rl.yaml -n 200 -c 8
+//	bench catalog      (tools/bazel run //tools/bench:catalog) set-namespace on small and 3 MB
+//	                   inputs through the go and binary executors and as a bare exec, side by side
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tools/bench/load"
+	"github.com/fnrunner/fnrunner/tools/localstack"
+)
+
+const usage = `Usage: bench COMMAND [flags]
+
+Commands:
+  load     send calls to any evaluator.FunctionEvaluator and print p50/p90/p99 and throughput
+  catalog  set-namespace on small and 3 MB inputs through the go and binary executors and as a
+           bare exec of the same binary, side by side with ratios (run it with
+           tools/bazel run //tools/bench:catalog)
+`
+
+func main() {
+	ctx := context.Background()
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "load":
+		err = loadCmd(ctx, os.Args[2:], os.Stdout)
+	case "catalog":
+		err = catalogCmd(ctx, os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(os.Stdout, usage)
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func dial(address string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+}
+
+// evaluate returns a load.Call that sends one EvaluateFunction.
+func evaluate(client pb.FunctionEvaluatorClient, image string, input []byte, timeout time.Duration) load.Call {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
+		return err
+	}
+}
+
+func loadCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench load", flag.ContinueOnError)
+	address := fs.String("address", "localhost:9445", "Address of the FunctionEvaluator (fnrunner's gateway or porch's function-runner).")
+	image := fs.String("image", "set-namespace:v0.4.5", "Function image.")
+	input := fs.String("input", "", "ResourceList file; default: a generated one of --size bytes.")
+	size := fs.Int("size", 2048, "Size of the generated ResourceList, in bytes.")
+	n := fs.Int("n", 200, "Number of calls.")
+	c := fs.Int("c", 8, "Calls in flight at once.")
+	timeout := fs.Duration("timeout", time.Minute, "Deadline of each call.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data := GenerateResourceList(*size)
+	if *input != "" {
+		var err error
+		if data, err = os.ReadFile(*input); err != nil {
+			return err
+		}
+	}
+	conn, err := dial(*address)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s := load.Run(ctx, *n, *c, evaluate(pb.NewFunctionEvaluatorClient(conn), *image, data, *timeout))
+	fmt.Fprintf(out, "%s %s (%d bytes): %s\n", *address, *image, len(data), s)
+	if s.FirstError != nil {
+		fmt.Fprintf(out, "first error: %v\n", s.FirstError)
+	}
+	return nil
+}
+
+func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
+	var bins localstack.Binaries
+	var setNamespace string
+	fs := flag.NewFlagSet("bench catalog", flag.ContinueOnError)
+	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
+	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
+	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
+	fs.StringVar(&setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
+	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
+	smallN := fs.Int("small-n", 300, "Calls per small-input scenario.")
+	largeN := fs.Int("large-n", 20, "Calls per 3 MB scenario.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &setNamespace} {
+		if *p == "" {
+			return errors.New("binaries not given: run tools/bazel run //tools/bench:catalog")
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	functionsDir, err := os.MkdirTemp("", "bench-functions-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(functionsDir)
+	if err := os.Symlink(setNamespace, filepath.Join(functionsDir, "set-namespace")); err != nil {
+		return err
+	}
+
+	inputs := []struct {
+		name string
+		data []byte
+		n    int
+	}{
+		{"small (2 KB)", GenerateResourceList(2 << 10), *smallN},
+		{"large (3 MB)", GenerateResourceList(3 << 20), *largeN},
+	}
+	type row struct {
+		scenario string
+		stats    load.Stats
+	}
+	var rows []row
+	for _, in := range inputs {
+		bare := load.Run(ctx, in.n, 1, func(context.Context) error {
+			cmd := exec.Command(setNamespace)
+			cmd.Stdin = bytes.NewReader(in.data)
+			cmd.Stdout = io.Discard
+			return cmd.Run()
+		})
+		rows = append(rows, row{in.name + ", bare exec", bare})
+		for _, ex := range []struct{ name, disable string }{{"go executor", "binary,pod"}, {"binary executor", "go,pod"}} {
+			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
+				GatewayArgs: []string{"--disable-runtimes=" + ex.disable}})
+			if err == nil {
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				err = s.WaitServing(wctx)
+				cancel()
+			}
+			if err != nil {
+				_ = s.Stop(10 * time.Second)
+				return err
+			}
+			conn, err := dial(s.GatewayAddress)
+			if err != nil {
+				return err
+			}
+			call := evaluate(pb.NewFunctionEvaluatorClient(conn), "set-namespace:v0.4.5", in.data, time.Minute)
+			_ = load.Run(ctx, 3, 1, call) // warm the connection and caches
+			rows = append(rows, row{in.name + ", " + ex.name, load.Run(ctx, in.n, 1, call)})
+			conn.Close()
+			if err := s.Stop(30 * time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(out, "set-namespace v0.4.5, one call at a time; ratio = p50 / p50 of the bare exec of the same input\n\n")
+	fmt.Fprintf(out, "| scenario | n | errors | p50 | p90 | p99 | throughput | p50 ratio |\n|---|---|---|---|---|---|---|---|\n")
+	var base time.Duration
+	for _, r := range rows {
+		if strings.HasSuffix(r.scenario, "bare exec") {
+			base = r.stats.P50
+		}
+		ratio := "-"
+		if base > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.stats.P50)/float64(base))
+		}
+		s := r.stats
+		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %.1f/s | %s |\n", r.scenario, s.Calls, s.Errors,
+			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Throughput(), ratio)
+	}
+	return nil
+}
+
+// GenerateResourceList makes a set-namespace input of about size bytes:
+// ConfigMaps of 1 KiB each plus a functionConfig.
+func GenerateResourceList(size int) []byte {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n")
+	value := strings.Repeat("x", 900)
+	for i := 0; b.Len() < size; i++ {
+		fmt.Fprintf(&b, "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-%d\n    namespace: old\n  data:\n    value: %s\n", i, value)
+	}
+	b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    namespace: bench\n")
+	return []byte(b.String())
+}
+

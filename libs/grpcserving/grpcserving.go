@@ -45,6 +45,7 @@ type Server struct {
 	GRPC     *grpc.Server
 	Health   *health.Server
 	Registry *prometheus.Registry
+	stopping chan struct{}
 }
 
 // New builds the gRPC server with the health service registered (NOT_SERVING
@@ -66,6 +67,7 @@ func New(log *slog.Logger, cfg Config) *Server {
 		GRPC:     grpc.NewServer(opts...),
 		Health:   health.NewServer(),
 		Registry: reg,
+		stopping: make(chan struct{}),
 	}
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.GRPC, s.Health)
@@ -112,8 +114,13 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return err
 }
 
+// Stopping is closed when the drain starts. Long-lived streams select on it
+// and end, so that the drain waits only for unary calls in flight.
+func (s *Server) Stopping() <-chan struct{} { return s.stopping }
+
 func (s *Server) shutdown(metrics *http.Server) {
 	s.log.Info("draining", "service", s.cfg.Name, "timeout", s.cfg.DrainTimeout.String())
+	close(s.stopping)
 	s.Health.Shutdown()
 	done := make(chan struct{})
 	go func() {

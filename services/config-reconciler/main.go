@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		DrainTimeout:   o.common.DrainTimeout,
 		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
 	})
-	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Log: log})
+	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Log: log, Stopping: srv.Stopping()})
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis) })

@@ -143,6 +143,26 @@ func (s *Stack) Logs() string {
 	return b.String()
 }
 
+// StopService sends SIGTERM to one service ("gateway", "binary-runner" or
+// "config-reconciler") and waits for it to exit.
+func (s *Stack) StopService(name string, timeout time.Duration) error {
+	for i, p := range s.procs {
+		if p.name != name {
+			continue
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		s.procs = append(s.procs[:i:i], s.procs[i+1:]...)
+		select {
+		case err := <-p.done:
+			return err
+		case <-time.After(timeout):
+			_ = p.cmd.Process.Kill()
+			return fmt.Errorf("%s did not stop within %v of SIGTERM", name, timeout)
+		}
+	}
+	return fmt.Errorf("no service %q", name)
+}
+
 // Stop sends SIGTERM to every service, the last started first, and reports
 // any that did not exit cleanly within timeout.
 func (s *Stack) Stop(timeout time.Duration) error {

@@ -58,7 +58,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := o.common.Logger(stderr, "binary-runner")
+	// Logs go to a duplicate of stderr: fd 2 itself is captured while a
+	// starlark function runs in-process.
+	log := o.common.Logger(runner.DetachLog(stderr), "binary-runner")
 	conn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -109,7 +110,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if fnConfig != "" && fs.NArg() > 0 {
 		return usageErr(stderr, "give either --fn-config or key=value pairs, not both")
 	}
-	config, err := functionConfig(fnConfig, fs.Args())
+	config, err := functionConfig(userPath(fnConfig), fs.Args())
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageErr(stderr, "render takes exactly one package directory")
 	}
-	dir := fs.Arg(0)
+	dir := userPath(fs.Arg(0))
 	conn, err := c.dial()
 	if err != nil {
 		return err
@@ -268,6 +269,15 @@ func functionConfig(file string, pairs []string) (*yaml.RNode, error) {
 	}
 	cm.SetDataMap(data)
 	return cm, nil
+}
+
+// userPath resolves a path given on the command line: under `bazel run` the
+// process runs in the runfiles tree, so relative paths are the caller's.
+func userPath(p string) string {
+	if wd := os.Getenv("BUILD_WORKING_DIRECTORY"); wd != "" && p != "" && !filepath.IsAbs(p) {
+		return filepath.Join(wd, p)
+	}
+	return p
 }
 
 func usageErr(w io.Writer, msg string) error {

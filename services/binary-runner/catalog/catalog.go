@@ -21,7 +21,7 @@ func Functions() map[string]Function {
 		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
 		"apply-setters":      {Version: "v0.2.2", Process: ApplySetters},
 		"apply-replacements": {Version: "v0.1.5", Process: applyreplacements.ApplyReplacements},
-		"starlark":           {Version: "v0.5.5", Process: starlark.Process},
+		"starlark":           {Version: "v0.5.5", Process: starlark.Process, WritesStderr: true},
 	}
 }
 
@@ -31,6 +31,9 @@ type Function struct {
 	Version string
 	// Process is its ResourceList processor.
 	Process fn.ResourceListProcessorFunc
+	// WritesStderr: the function writes its log straight to the process's
+	// stderr (starlark's print), which the runner must capture.
+	WritesStderr bool
 }
 
 // ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The

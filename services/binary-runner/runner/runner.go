@@ -47,6 +47,7 @@ type Runner struct {
 	tables    Tables
 	opts      Options
 	functions map[string]catalog.Function
+	tap       stderrTap
 }
 
 // New returns a runner over the given table and linked-in functions.
@@ -133,7 +134,19 @@ func (r *Runner) runGo(ctx context.Context, req *pb.EvaluateFunctionRequest, id 
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := runInProcess(f.Process, req.GetResourceList())
+		if !f.WritesStderr {
+			res, err := runInProcess(f.Process, req.GetResourceList())
+			done <- outcome{res, err}
+			return
+		}
+		var res *fnexec.Result
+		var err error
+		log, tapErr := r.tap.capture(r.opts.Exec.MaxLogBytes, func() {
+			res, err = runInProcess(f.Process, req.GetResourceList())
+		})
+		if tapErr == nil {
+			res.Log = append(log, res.Log...)
+		}
 		done <- outcome{res, err}
 	}()
 	select {

@@ -1,0 +1,464 @@
+// Package podcache decides which pod runs each call of a function, when to
+// start another pod and when an idle pod goes. All of its state belongs to
+// one goroutine (Run); callers and the pod watcher talk to it over channels,
+// so there are no locks and no shared maps.
+//
+// Placement, per function: take the pod with the least load (calls running
+// and waiting on it), ties broken round-robin; start another pod when there
+// is none, or when the least load is at least PreferredMaxQueueLength and
+// fewer than MaxParallelExecutions pods exist. A call waits on a pod until
+// the pod is ready. When a pod fails, its waiting calls are placed again
+// (on another or a new pod) and answered; a call whose pods failed twice gets
+// the failure's reason. Idle pods past their TTL are deleted.
+package podcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Function is what the cache needs to know about a function.
+type Function struct {
+	// Key identifies the function's pods: image (with digest) and template
+	// version. Calls with the same key share pods.
+	Key string
+	// MaxParallelExecutions bounds the function's pods (at least 1).
+	MaxParallelExecutions int
+	// PreferredMaxQueueLength is the load per pod that makes the cache start
+	// another pod (at least 1).
+	PreferredMaxQueueLength int
+	// TTL is how long an idle pod is kept.
+	TTL time.Duration
+	// Spec is passed to Backend.Create unchanged.
+	Spec any
+}
+
+// Backend creates and deletes pods. Create must not block on the pod
+// becoming ready: readiness and failure come back through Cache.PodReady and
+// Cache.PodFailed.
+type Backend interface {
+	Create(ctx context.Context, f Function) (pod string, err error)
+	Delete(ctx context.Context, pod string) error
+}
+
+// Lease is a pod assigned to one call. Release must be called once.
+type Lease struct {
+	Pod     string
+	Address string
+	release func()
+}
+
+// Release tells the cache the call is over.
+func (l *Lease) Release() { l.release() }
+
+// ErrClosed is returned once the cache has stopped.
+var ErrClosed = errors.New("pod cache stopped")
+
+// maxAttempts is how many pods may fail under one call before it gets the error.
+const maxAttempts = 2
+
+// Cache places calls on pods.
+type Cache struct {
+	backend  Backend
+	now      func() time.Time
+	requests chan *request
+	releases chan string
+	cancels  chan *request
+	events   chan event
+	gc       chan chan []string
+	stats    chan chan map[string]Stats
+	done     chan struct{}
+}
+
+type request struct {
+	fn       Function
+	ctx      context.Context
+	reply    chan reply
+	attempts int
+	pod      *pod
+}
+
+type reply struct {
+	lease *Lease
+	err   error
+}
+
+type event struct {
+	pod     string
+	address string
+	err     error
+	// created is set when a Create finished: the pod it was for.
+	created *pod
+}
+
+type pod struct {
+	name     string // "" until Create returns
+	fn       string
+	address  string
+	ready    bool
+	running  int // leases handed out and not released
+	waiting  []*request
+	lastUsed time.Time
+	ttl      time.Duration
+}
+
+func (p *pod) load() int { return p.running + len(p.waiting) }
+
+type function struct {
+	pods []*pod // starting and ready
+	rr   int
+}
+
+// New returns a cache; call Run to start it.
+func New(backend Backend) *Cache {
+	return &Cache{
+		backend:  backend,
+		now:      time.Now,
+		requests: make(chan *request),
+		releases: make(chan string),
+		cancels:  make(chan *request),
+		events:   make(chan event, 64),
+		gc:       make(chan chan []string),
+		stats:    make(chan chan map[string]Stats),
+		done:     make(chan struct{}),
+	}
+}
+
+// Acquire waits for a pod for one call of f.
+func (c *Cache) Acquire(ctx context.Context, f Function) (*Lease, error) {
+	if f.MaxParallelExecutions < 1 {
+		f.MaxParallelExecutions = 1
+	}
+	if f.PreferredMaxQueueLength < 1 {
+		f.PreferredMaxQueueLength = 1
+	}
+	r := &request{fn: f, ctx: ctx, reply: make(chan reply, 1)}
+	select {
+	case c.requests <- r:
+	case <-c.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case rep := <-r.reply:
+		return rep.lease, rep.err
+	case <-ctx.Done():
+		select {
+		case c.cancels <- r:
+		case <-c.done:
+		}
+		// The loop may have answered before it saw the cancel.
+		select {
+		case rep := <-r.reply:
+			if rep.lease != nil {
+				rep.lease.Release()
+			}
+		default:
+		}
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, ErrClosed
+	}
+}
+
+// PodReady reports that a pod serves at address.
+func (c *Cache) PodReady(pod, address string) { c.send(event{pod: pod, address: address}) }
+
+// PodFailed reports that a pod will not serve (crashed, image pull failed,
+// deleted); err says why and reaches the calls that waited on it.
+func (c *Cache) PodFailed(pod string, err error) { c.send(event{pod: pod, err: err}) }
+
+func (c *Cache) send(e event) {
+	select {
+	case c.events <- e:
+	case <-c.done:
+	}
+}
+
+// CollectGarbage deletes idle pods past their TTL now and returns their names.
+func (c *Cache) CollectGarbage() []string {
+	ch := make(chan []string, 1)
+	select {
+	case c.gc <- ch:
+		return <-ch
+	case <-c.done:
+		return nil
+	}
+}
+
+// Stats describe one function's pods.
+type Stats struct {
+	Pods, Ready, Running, Waiting, Pending int
+}
+
+// Stats returns the current state per function key.
+func (c *Cache) Stats() map[string]Stats {
+	ch := make(chan map[string]Stats, 1)
+	select {
+	case c.stats <- ch:
+		return <-ch
+	case <-c.done:
+		return nil
+	}
+}
+
+// Run owns the cache's state until ctx ends; it collects garbage every
+// scanInterval (0: only when asked).
+func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
+	defer close(c.done)
+	fns := map[string]*function{}
+	pods := map[string]*pod{}
+	var tick <-chan time.Time
+	if scanInterval > 0 {
+		t := time.NewTicker(scanInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	l := &loop{c: c, ctx: ctx, fns: fns, pods: pods}
+	for {
+		select {
+		case <-ctx.Done():
+			l.failAll(ErrClosed)
+			return
+		case r := <-c.requests:
+			l.place(r)
+		case name := <-c.releases:
+			if p := pods[name]; p != nil && p.running > 0 {
+				p.running--
+				p.lastUsed = c.now()
+			}
+		case r := <-c.cancels:
+			l.cancel(r)
+		case e := <-c.events:
+			l.handle(e)
+		case ch := <-c.gc:
+			ch <- l.collect()
+		case <-tick:
+			l.collect()
+		case ch := <-c.stats:
+			ch <- l.stats()
+		}
+	}
+}
+
+// loop is the state Run owns.
+type loop struct {
+	c    *Cache
+	ctx  context.Context
+	fns  map[string]*function
+	pods map[string]*pod // by name, once created
+	// early holds Ready/Failed events for pods whose Create has not returned.
+	early map[string]event
+}
+
+func (l *loop) fn(key string) *function {
+	f := l.fns[key]
+	if f == nil {
+		f = &function{}
+		l.fns[key] = f
+	}
+	return f
+}
+
+// place puts a call on the least-loaded pod (starting pods included), ties
+// broken round-robin, starting a pod first when there is none or the least
+// load has reached PreferredMaxQueueLength and the function may have more.
+func (l *loop) place(r *request) {
+	if r.ctx.Err() != nil {
+		r.reply <- reply{err: r.ctx.Err()}
+		return
+	}
+	f := l.fn(r.fn.Key)
+	best := l.leastLoaded(f)
+	if best == nil || (best.load() >= r.fn.PreferredMaxQueueLength && len(f.pods) < r.fn.MaxParallelExecutions) {
+		best = l.create(f, r.fn)
+	}
+	l.assign(best, r)
+}
+
+func (l *loop) leastLoaded(f *function) *pod {
+	n := len(f.pods)
+	if n == 0 {
+		return nil
+	}
+	var best *pod
+	start := f.rr % n
+	for i := 0; i < n; i++ {
+		p := f.pods[(start+i)%n]
+		if best == nil || p.load() < best.load() {
+			best = p
+		}
+	}
+	f.rr = (f.rr + 1) % n
+	return best
+}
+
+func (l *loop) assign(p *pod, r *request) {
+	r.pod = p
+	if p.ready {
+		p.running++
+		p.lastUsed = l.c.now()
+		r.reply <- reply{lease: l.lease(p)}
+		return
+	}
+	p.waiting = append(p.waiting, r)
+}
+
+func (l *loop) lease(p *pod) *Lease {
+	name := p.name
+	var once sync.Once
+	return &Lease{Pod: p.name, Address: p.address, release: func() {
+		// Released twice: ignored, so counters never go negative.
+		once.Do(func() {
+			select {
+			case l.c.releases <- name:
+			case <-l.c.done:
+			}
+		})
+	}}
+}
+
+// create starts a pod for f; it is a placement candidate at once.
+func (l *loop) create(f *function, fn Function) *pod {
+	p := &pod{fn: fn.Key, ttl: fn.TTL, lastUsed: l.c.now()}
+	f.pods = append(f.pods, p)
+	go func() {
+		name, err := l.c.backend.Create(l.ctx, fn)
+		if err != nil {
+			err = fmt.Errorf("creating a pod: %w", err)
+		}
+		l.c.send(event{pod: name, err: err, created: p})
+	}()
+	return p
+}
+
+func (l *loop) handle(e event) {
+	if p := e.created; p != nil {
+		if e.err != nil {
+			l.remove(p, e.err)
+			return
+		}
+		p.name = e.pod
+		l.pods[p.name] = p
+		if early, ok := l.early[p.name]; ok {
+			delete(l.early, p.name)
+			l.handle(early)
+		}
+		return
+	}
+	p := l.pods[e.pod]
+	if p == nil {
+		if l.early == nil {
+			l.early = map[string]event{}
+		}
+		l.early[e.pod] = e
+		return
+	}
+	if e.err != nil {
+		l.remove(p, e.err)
+		return
+	}
+	// Ready: the calls waiting on this pod, and only those, start on it.
+	p.ready, p.address = true, e.address
+	waiting := p.waiting
+	p.waiting = nil
+	for _, r := range waiting {
+		if r.ctx.Err() != nil {
+			r.reply <- reply{err: r.ctx.Err()}
+			continue
+		}
+		p.running++
+		p.lastUsed = l.c.now()
+		r.reply <- reply{lease: l.lease(p)}
+	}
+}
+
+// remove forgets a failed pod, deletes it, and places its waiting calls again.
+func (l *loop) remove(p *pod, err error) {
+	if p.name != "" {
+		delete(l.pods, p.name)
+		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
+	}
+	f := l.fn(p.fn)
+	for i, q := range f.pods {
+		if q == p {
+			f.pods = append(f.pods[:i], f.pods[i+1:]...)
+			break
+		}
+	}
+	waiting := p.waiting
+	p.waiting = nil
+	for _, r := range waiting {
+		r.pod = nil
+		r.attempts++
+		if r.attempts >= maxAttempts {
+			r.reply <- reply{err: err}
+			continue
+		}
+		l.place(r)
+	}
+}
+
+func (l *loop) cancel(r *request) {
+	p := r.pod
+	if p == nil {
+		return
+	}
+	for i, w := range p.waiting {
+		if w == r {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+func (l *loop) collect() []string {
+	var gone []string
+	now := l.c.now()
+	for _, f := range l.fns {
+		kept := f.pods[:0]
+		for _, p := range f.pods {
+			if p.ready && p.load() == 0 && now.Sub(p.lastUsed) > p.ttl {
+				delete(l.pods, p.name)
+				gone = append(gone, p.name)
+				go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		f.pods = kept
+	}
+	return gone
+}
+
+func (l *loop) stats() map[string]Stats {
+	out := map[string]Stats{}
+	for key, f := range l.fns {
+		s := Stats{Pods: len(f.pods)}
+		for _, p := range f.pods {
+			if p.ready {
+				s.Ready++
+			} else {
+				s.Pending++
+			}
+			s.Running += p.running
+			s.Waiting += len(p.waiting)
+		}
+		out[key] = s
+	}
+	return out
+}
+
+func (l *loop) failAll(err error) {
+	for _, f := range l.fns {
+		for _, p := range f.pods {
+			for _, r := range p.waiting {
+				r.reply <- reply{err: err}
+			}
+		}
+	}
+}

@@ -1,0 +1,123 @@
+// Command wrapper-server runs inside each function pod: it serves porch's
+// evaluator.FunctionEvaluator and gRPC health on --port (9446) and runs the
+// function's entrypoint, given after "--", once per call, with the
+// ResourceList on stdin. Runs are isolated like the binary-runner's (clean
+// environment, private working directory, own process group, capped output)
+// and bounded: --max-concurrent at once, --max-queue waiting, beyond that
+// ResourceExhausted.
+//
+//	wrapper-server --port 9446 --max-request-body-size 6291456 -- /usr/local/bin/function
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/admission"
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+)
+
+type options struct {
+	common             grpcserving.Flags
+	port               int
+	maxRequestBodySize int
+	maxLogBytes        int
+	maxConcurrent      int
+	maxQueue           int
+	entrypoint         []string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("wrapper-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grpcserving.Usage(fs, "Runs in a function pod: serves evaluator.FunctionEvaluator on --port and runs the function\nentrypoint given after -- once per call.\n\n  wrapper-server [flags] -- ENTRYPOINT [ARGS...]")
+	o.common.Register(fs, "")
+	fs.IntVar(&o.port, "port", 9446, "TCP port of evaluator.FunctionEvaluator and gRPC health.")
+	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on the function's output.")
+	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
+	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
+	if err := fs.Parse(args); err != nil {
+		return nil, grpcserving.FlagError(err)
+	}
+	o.entrypoint = fs.Args()
+	if len(o.entrypoint) == 0 {
+		return nil, grpcserving.FlagError(errors.New("no function entrypoint: give it after --"))
+	}
+	return o, nil
+}
+
+type wrapper struct {
+	pb.UnimplementedFunctionEvaluatorServer
+	entrypoint        []string
+	limit             *admission.Limiter
+	concurrent, queue int
+	exec              fnexec.Options
+}
+
+func (w *wrapper) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	release, err := w.limit.Acquire(ctx)
+	if err != nil {
+		if errors.Is(err, admission.ErrQueueFull) {
+			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v in this pod (--max-concurrent %d, --max-queue %d)", req.GetImage(), err, w.concurrent, w.queue)
+		}
+		return fnexec.Respond(req.GetImage(), nil, fmt.Errorf("waiting for a run slot: %w", err))
+	}
+	defer release()
+	res, err := fnexec.Run(ctx, w.entrypoint, req.GetResourceList(), w.exec)
+	return fnexec.Respond(req.GetImage(), res, err)
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	return serve(ctx, args, stderr, nil)
+}
+
+// serve runs the server; ready, if not nil, receives the listener's address.
+func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.Addr) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger(stderr, "wrapper-server")
+	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", o.port, err)
+	}
+	srv := grpcserving.New(log, grpcserving.Config{
+		Name:           "wrapper-server",
+		MaxMessageSize: o.maxRequestBodySize,
+		MetricsAddress: o.common.MetricsAddress,
+		DrainTimeout:   o.common.DrainTimeout,
+	})
+	pb.RegisterFunctionEvaluatorServer(srv.GRPC, &wrapper{
+		entrypoint: o.entrypoint,
+		limit:      admission.New(o.maxConcurrent, o.maxQueue),
+		concurrent: o.maxConcurrent,
+		queue:      o.maxQueue,
+		exec:       fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes},
+	})
+	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("running function", "entrypoint", o.entrypoint)
+	if ready != nil {
+		ready <- lis.Addr()
+	}
+	return srv.Serve(ctx, lis)
+}
+
+func main() { grpcserving.Main("wrapper-server", run) }

@@ -16,7 +16,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -32,10 +35,12 @@ import (
 type options struct {
 	common             grpcserving.Flags
 	port               int
+	listenHost         string
 	maxRequestBodySize int
 	maxLogBytes        int
 	maxConcurrent      int
 	maxQueue           int
+	copyTo             string
 	entrypoint         []string
 }
 
@@ -46,12 +51,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	grpcserving.Usage(fs, "Runs in a function pod: serves evaluator.FunctionEvaluator on --port and runs the function\nentrypoint given after -- once per call.\n\n  wrapper-server [flags] -- ENTRYPOINT [ARGS...]")
 	o.common.Register(fs, "")
 	fs.IntVar(&o.port, "port", 9446, "TCP port of evaluator.FunctionEvaluator and gRPC health.")
+	fs.StringVar(&o.listenHost, "listen-host", "", "Address to listen on (default: all interfaces).")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on the function's output.")
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
 	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
+	fs.StringVar(&o.copyTo, "copy-to", "", "Copy this executable into the directory and exit (the pod's init container does this; no shell needed).")
 	if err := fs.Parse(args); err != nil {
 		return nil, grpcserving.FlagError(err)
+	}
+	if o.copyTo != "" {
+		return o, nil
 	}
 	o.entrypoint = fs.Args()
 	if len(o.entrypoint) == 0 {
@@ -94,8 +104,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
+	if o.copyTo != "" {
+		return copySelf(o.copyTo)
+	}
 	log := o.common.Logger(stderr, "wrapper-server")
-	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	lis, err := net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.port)))
 	if err != nil {
 		return fmt.Errorf("listen on port %d: %w", o.port, err)
 	}
@@ -121,3 +134,32 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 }
 
 func main() { grpcserving.Main("wrapper-server", run) }
+
+// copySelf copies this executable to dir/wrapper-server.
+func copySelf(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, "wrapper-server")
+	out, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return os.Rename(dst+".tmp", dst)
+}

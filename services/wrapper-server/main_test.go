@@ -96,3 +96,14 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestCopyTo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tools")
+	if err := run(context.Background(), []string{"--copy-to=" + dir}, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "wrapper-server"))
+	if err != nil || st.Mode()&0o111 == 0 || st.Size() == 0 {
+		t.Errorf("copied binary: %v %v", st, err)
+	}
+}

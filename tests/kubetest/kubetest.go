@@ -35,6 +35,9 @@ type Environment struct {
 	Client client.Client
 	// Scheme knows the built-in kinds and whatever Options.AddToScheme added.
 	Scheme *runtime.Scheme
+	// KubeConfig is a kubeconfig file's content for the same administrator,
+	// for running service binaries against the apiserver.
+	KubeConfig []byte
 }
 
 // Options change what Start sets up.
@@ -82,7 +85,7 @@ func Start(t testing.TB, opts Options) *Environment {
 	if err != nil {
 		t.Fatalf("client for the test apiserver: %v", err)
 	}
-	return &Environment{Config: cfg, Client: c, Scheme: scheme}
+	return &Environment{Config: cfg, Client: c, Scheme: scheme, KubeConfig: env.KubeConfig}
 }
 
 // resolveAssets makes the TEST_ASSET_* paths absolute: Bazel's rootpath is

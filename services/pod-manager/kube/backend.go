@@ -1,0 +1,178 @@
+// Package kube is the pod-manager's Kubernetes side: it creates function
+// pods and their Services from the templates (podcache.Backend), and turns
+// pod and EndpointSlice changes into the cache's ready and failed events.
+package kube
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/templatemerge"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+)
+
+// Labels and annotations on function pods and Services.
+const (
+	LabelManagedBy            = "app.kubernetes.io/managed-by"
+	ManagedBy                 = "fnrunner-pod-manager"
+	LabelPod                  = "fn.kpt.dev/pod" // the Service's selector: the pod's name
+	LabelOwner                = "fn.kpt.dev/owner"
+	AnnotationTemplateVersion = "fn.kpt.dev/template-version"
+	AnnotationImage           = "fn.kpt.dev/image"
+	AnnotationKey             = "fn.kpt.dev/cache-key"
+)
+
+// Spec is podcache.Function.Spec for this backend.
+type Spec struct {
+	// Image to run, pinned by digest.
+	Image string
+	// Entrypoint of the image, appended after "--".
+	Entrypoint []string
+	// Overrides from the FunctionConfig, if any.
+	Overrides *v1alpha1.TemplateOverrides
+	// Templates the pod and Service are made from.
+	Templates *templates.Templates
+	// PullSecret is added to imagePullSecrets ("" = none).
+	PullSecret string
+}
+
+// Backend creates pods in Namespace. It implements podcache.Backend.
+type Backend struct {
+	Client             client.Client
+	Namespace          string
+	Owner              string // this replica's identity, a label on its pods
+	MaxRequestBodySize int
+	// OnDelete, if set, is called with each pod deleted (to close its connection).
+	OnDelete func(pod string)
+}
+
+// Create makes the pod and its Service and returns the pod's name.
+func (b *Backend) Create(ctx context.Context, f podcache.Function) (string, error) {
+	spec, ok := f.Spec.(*Spec)
+	if !ok {
+		return "", fmt.Errorf("kube backend: unexpected spec %T", f.Spec)
+	}
+	tpl, err := templatemerge.Apply(&spec.Templates.Pod.Template, spec.Overrides)
+	if err != nil {
+		return "", err
+	}
+	for attempt := 0; ; attempt++ {
+		name, err := podName(spec.Image)
+		if err != nil {
+			return "", err
+		}
+		pod := b.pod(name, f.Key, spec, tpl)
+		err = b.Client.Create(ctx, pod)
+		if apierrors.IsAlreadyExists(err) && attempt < 3 {
+			continue // never reuse a live pod's name
+		}
+		if err != nil {
+			return "", fmt.Errorf("creating pod: %w", err)
+		}
+		if err := b.Client.Create(ctx, b.service(pod, spec)); err != nil && !apierrors.IsAlreadyExists(err) {
+			_ = b.Delete(ctx, name)
+			return "", fmt.Errorf("creating service of pod %s: %w", name, err)
+		}
+		return name, nil
+	}
+}
+
+func (b *Backend) pod(name, key string, spec *Spec, tpl *corev1.PodTemplateSpec) *corev1.Pod {
+	labels := map[string]string{}
+	for k, v := range tpl.Labels {
+		labels[k] = v
+	}
+	labels[LabelManagedBy], labels[LabelPod], labels[LabelOwner] = ManagedBy, name, b.Owner
+	annotations := map[string]string{}
+	for k, v := range tpl.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationTemplateVersion] = spec.Templates.Version()
+	annotations[AnnotationImage] = spec.Image
+	annotations[AnnotationKey] = key
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace, Labels: labels, Annotations: annotations},
+		Spec:       *tpl.Spec.DeepCopy(),
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != templatemerge.FunctionContainer {
+			continue
+		}
+		c.Image = spec.Image
+		c.Args = append(append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize), "--"), spec.Entrypoint...)
+	}
+	if spec.PullSecret != "" {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: spec.PullSecret})
+	}
+	return pod
+}
+
+func (b *Backend) service(pod *corev1.Pod, spec *Spec) *corev1.Service {
+	st := spec.Templates.Service.Template
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        pod.Name,
+			Namespace:   b.Namespace,
+			Labels:      map[string]string{LabelManagedBy: ManagedBy, LabelPod: pod.Name, LabelOwner: b.Owner},
+			Annotations: st.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: *st.Spec.DeepCopy(),
+	}
+	for k, v := range st.Labels {
+		if _, set := svc.Labels[k]; !set {
+			svc.Labels[k] = v
+		}
+	}
+	svc.Spec.Selector = map[string]string{LabelPod: pod.Name}
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
+	return svc
+}
+
+// Delete removes a pod and its Service.
+func (b *Backend) Delete(ctx context.Context, name string) error {
+	if b.OnDelete != nil {
+		b.OnDelete(name)
+	}
+	meta := metav1.ObjectMeta{Name: name, Namespace: b.Namespace}
+	errSvc := client.IgnoreNotFound(b.Client.Delete(ctx, &corev1.Service{ObjectMeta: meta}))
+	errPod := client.IgnoreNotFound(b.Client.Delete(ctx, &corev1.Pod{ObjectMeta: meta}, client.GracePeriodSeconds(0)))
+	if errPod != nil {
+		return errPod
+	}
+	return errSvc
+}
+
+// podName is the image's name plus a random suffix: unique, and never the
+// name of a pod that is still alive.
+func podName(image string) (string, error) {
+	base := image
+	if i := strings.LastIndex(base, "/"); i >= 0 {
+		base = base[i+1:]
+	}
+	base, _, _ = strings.Cut(base, "@")
+	base, _, _ = strings.Cut(base, ":")
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	b := make([]byte, 5)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return strings.Trim(base, "-.") + "-" + hex.EncodeToString(b), nil
+}

@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+)
+
+// Events receives what the watcher sees; *podcache.Cache implements it.
+type Events interface {
+	PodReady(pod, address string)
+	PodFailed(pod string, err error)
+}
+
+// Addressing says how the pod-manager reaches a function pod.
+type Addressing string
+
+// Addressing modes.
+const (
+	// ServiceDNS dials <pod>.<namespace>.svc.cluster.local:9446 (works in
+	// service meshes); a pod is ready when its Ready condition is true and its
+	// Service's EndpointSlices hold its IP as a ready endpoint.
+	ServiceDNS Addressing = "service-dns"
+	// PodIP dials the pod's IP; a pod is ready when its Ready condition is true.
+	PodIP Addressing = "pod-ip"
+)
+
+// failureReason reports container waiting reasons that mean the pod will
+// not serve without a change: they fail the pod at once, with the reason.
+func failureReason(reason string) bool {
+	switch reason {
+	case "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull", "InvalidImageName",
+		"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+		return true
+	}
+	return false
+}
+
+// Watcher reports this replica's function pods to Events.
+type Watcher struct {
+	Client     client.Client
+	Namespace  string
+	Owner      string
+	Addressing Addressing
+	Events     Events
+}
+
+// SetupWithManager watches pods and EndpointSlices in the namespace.
+func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
+	owned := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[LabelManagedBy] == ManagedBy && o.GetLabels()[LabelOwner] == w.Owner
+	})
+	toPod := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		svc := o.GetLabels()[discoveryv1.LabelServiceName]
+		if svc == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: svc}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("function-pods").
+		For(&corev1.Pod{}, builder.WithPredicates(owned)).
+		Watches(&discoveryv1.EndpointSlice{}, toPod).
+		Complete(w)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var pod corev1.Pod
+	err := w.Client.Get(ctx, req.NamespacedName, &pod)
+	if apierrors.IsNotFound(err) {
+		w.Events.PodFailed(req.Name, errors.New("the pod was deleted"))
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pod.Labels[LabelManagedBy] != ManagedBy || pod.Labels[LabelOwner] != w.Owner {
+		return reconcile.Result{}, nil
+	}
+	if pod.DeletionTimestamp != nil {
+		w.Events.PodFailed(pod.Name, errors.New("the pod is being deleted"))
+		return reconcile.Result{}, nil
+	}
+	if reason := Failure(&pod); reason != "" {
+		w.Events.PodFailed(pod.Name, errors.New(reason))
+		return reconcile.Result{}, nil
+	}
+	if !Ready(&pod) || pod.Status.PodIP == "" {
+		return reconcile.Result{}, nil
+	}
+	switch w.Addressing {
+	case PodIP:
+		w.Events.PodReady(pod.Name, fmt.Sprintf("%s:%d", pod.Status.PodIP, templates.WrapperPort))
+	default:
+		ok, err := w.endpointReady(ctx, &pod)
+		if err != nil || !ok {
+			return reconcile.Result{}, err
+		}
+		w.Events.PodReady(pod.Name, fmt.Sprintf("%s.%s.svc.cluster.local:%d", pod.Name, pod.Namespace, templates.WrapperPort))
+	}
+	return reconcile.Result{}, nil
+}
+
+// endpointReady reports whether the pod's Service has the pod's IP as a
+// ready endpoint (a mismatch just means "not yet").
+func (w *Watcher) endpointReady(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	var slices discoveryv1.EndpointSliceList
+	if err := w.Client.List(ctx, &slices, client.InNamespace(pod.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: pod.Name}); err != nil {
+		return false, err
+	}
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				if a == pod.Status.PodIP {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// Ready reports the pod's Ready condition.
+func Ready(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Failure says why a pod will not serve ("" if nothing says so): a
+// container waiting for a failure reason, or a finished pod.
+func Failure(pod *corev1.Pod) string {
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if w := cs.State.Waiting; w != nil && failureReason(w.Reason) {
+				return fmt.Sprintf("container %q: %s: %s", cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return fmt.Sprintf("the pod is %s: %s", pod.Status.Phase, pod.Status.Message)
+	}
+	return ""
+}

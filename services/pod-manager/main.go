@@ -1,0 +1,258 @@
+// Command pod-manager runs KRM functions in pods for the gateway: it creates
+// pods and Services from templates (with per-function overrides), keeps a
+// pod cache with TTL garbage collection, and forwards each call to a pod's
+// wrapper-server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/imagemeta"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+	"github.com/fnrunner/fnrunner/services/pod-manager/server"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+)
+
+type options struct {
+	common                   grpcserving.Flags
+	port                     int
+	configAddress            string
+	podNamespace             string
+	podTTL                   time.Duration
+	scanInterval             time.Duration
+	maxWaitlistLength        int
+	maxParallelPods          int
+	maxRequestBodySize       int
+	enablePrivateRegistries  bool
+	registryAuthSecretPath   string
+	registryAuthSecretName   string
+	enablePrivateRegistryTLS bool
+	tlsSecretPath            string
+	wrapperServerImage       string
+	podAddress               string
+	imageMetadataTTL         time.Duration
+	kubeconfig               string
+	owner                    string
+	runUnclaimed             bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	host, _ := os.Hostname()
+	fs := flag.NewFlagSet("pod-manager", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	grpcserving.Usage(fs, "Runs KRM functions in pods for the gateway: pods and Services from templates plus per-function\noverrides, a pod cache with TTL garbage collection, calls forwarded to each pod's wrapper-server.")
+	o.common.Register(fs, ":9093")
+	fs.IntVar(&o.port, "port", 9449, "TCP port of the internal executor service (evaluator.FunctionEvaluator) and gRPC health.")
+	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
+	fs.StringVar(&o.podNamespace, "pod-namespace", "porch-fn-system", "Namespace of the function pods, their Services and the templates.")
+	fs.DurationVar(&o.podTTL, "pod-ttl", 30*time.Minute, "Idle time after which a function pod is deleted, unless its FunctionConfig sets timeToLive.")
+	fs.DurationVar(&o.scanInterval, "scan-interval", time.Minute, "How often idle pods are looked for.")
+	fs.IntVar(&o.maxWaitlistLength, "max-waitlist-length", 2, "Default preferredMaxQueueLength: the load per pod at which another pod is started.")
+	fs.IntVar(&o.maxParallelPods, "max-parallel-pods-per-function", 1, "Default maxParallelExecutions: the most pods per function.")
+	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; passed to every wrapper-server.")
+	fs.BoolVar(&o.enablePrivateRegistries, "enable-private-registries", false, "Use the credentials at --registry-auth-secret-path for image metadata and as the pods' pull secret.")
+	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
+	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")
+	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
+	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
+	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
+	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.cluster.local:9446, for meshes) or pod-ip.")
+	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
+	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
+	fs.BoolVar(&o.runUnclaimed, "run-unclaimed-images", true, "Run images no FunctionConfig claims in pods with the defaults, as porch does.")
+	if err := grpcserving.Parse(fs, args); err != nil {
+		return nil, grpcserving.FlagError(err)
+	}
+	if a := kube.Addressing(o.podAddress); a != kube.ServiceDNS && a != kube.PodIP {
+		return nil, grpcserving.FlagError(fmt.Errorf("--pod-address %q: want service-dns or pod-ip", o.podAddress))
+	}
+	return o, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := o.common.Logger(stderr, "pod-manager")
+	restCfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	direct, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	tpl, err := templates.Ensure(ctx, direct, o.podNamespace, o.wrapperServerImage)
+	if err != nil {
+		return err
+	}
+
+	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL}
+	pullSecret := ""
+	if o.enablePrivateRegistries {
+		metaOpts.DockerConfigPath = o.registryAuthSecretPath
+		if err := ensurePullSecret(ctx, direct, o.podNamespace, o.registryAuthSecretName, o.registryAuthSecretPath); err != nil {
+			return err
+		}
+		pullSecret = o.registryAuthSecretName
+	}
+	if o.enablePrivateRegistryTLS {
+		metaOpts.CAPaths = []string{o.tlsSecretPath}
+	}
+	resolver, err := imagemeta.New(metaOpts)
+	if err != nil {
+		return err
+	}
+
+	conns := server.NewConns(o.maxRequestBodySize)
+	defer conns.CloseAll()
+	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, OnDelete: conns.Close}
+	pods := podcache.New(backend)
+
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:  scheme,
+		Logger:  logr.FromSlogHandler(log.Handler()),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.podNamespace: {}}},
+	})
+	if err != nil {
+		return fmt.Errorf("controller manager: %w", err)
+	}
+	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Addressing: kube.Addressing(o.podAddress), Events: pods}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+
+	cfgConn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+	}
+	defer cfgConn.Close()
+	cfg := configclient.New(log, cfgConn, "pod-manager")
+
+	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", o.port, err)
+	}
+	srv := grpcserving.New(log, grpcserving.Config{
+		Name:           "pod-manager",
+		MaxMessageSize: o.maxRequestBodySize,
+		MetricsAddress: o.common.MetricsAddress,
+		DrainTimeout:   o.common.DrainTimeout,
+		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
+	})
+	pb.RegisterFunctionEvaluatorServer(srv.GRPC, server.New(cfg, resolver, pods, func() *templates.Templates { return tpl }, conns, server.Options{
+		MaxParallelExecutions:   o.maxParallelPods,
+		PreferredMaxQueueLength: o.maxWaitlistLength,
+		TTL:                     o.podTTL,
+		MaxMessageSize:          o.maxRequestBodySize,
+		PullSecret:              pullSecret,
+		RunUnclaimed:            o.runUnclaimed,
+	}))
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })
+	g.Go(func() error { return mgr.Start(ctx) })
+	g.Go(func() error { cfg.Run(ctx); return nil })
+	g.Go(func() error {
+		select {
+		case <-cfg.Ready():
+			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	log.Info("pod-manager started", "namespace", o.podNamespace, "owner", o.owner, "templateVersion", tpl.Version(), "podAddress", o.podAddress)
+	return g.Wait()
+}
+
+// ensurePullSecret creates or updates the pull Secret from the credentials file.
+func ensurePullSecret(ctx context.Context, c client.Client, namespace, name, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("registry credentials: %w", err)
+	}
+	want := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy}},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: data},
+	}
+	var have corev1.Secret
+	err = c.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return c.Create(ctx, want)
+	case err != nil:
+		return err
+	}
+	have.Type, have.Data = want.Type, want.Data
+	return c.Update(ctx, &have)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Clean(kubeconfig))
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, errors.Join(errors.New("no Kubernetes configuration (use --kubeconfig)"), err)
+	}
+	return cfg, nil
+}
+
+func main() { grpcserving.Main("pod-manager", run) }

@@ -1,0 +1,198 @@
+// Package server is the pod-manager's executor service: for each call it
+// resolves the image (digest, entrypoint), leases a pod from the pod cache
+// and forwards the call to that pod's wrapper-server.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/imagemeta"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+)
+
+// Tables gives the current executor table; *configclient.Client implements it.
+type Tables interface {
+	Tables() *executortable.Tables
+}
+
+// Resolver gives image metadata; *imagemeta.Resolver implements it.
+type Resolver interface {
+	Resolve(ctx context.Context, image string) (imagemeta.Metadata, error)
+}
+
+// Cache leases pods; *podcache.Cache implements it.
+type Cache interface {
+	Acquire(ctx context.Context, f podcache.Function) (*podcache.Lease, error)
+}
+
+// Options are the flag defaults for functions without their own settings.
+type Options struct {
+	MaxParallelExecutions   int
+	PreferredMaxQueueLength int
+	TTL                     time.Duration
+	MaxMessageSize          int
+	PullSecret              string
+	// RunUnclaimed runs images no FunctionConfig claims for pods with the
+	// defaults (porch does); otherwise they are NotFound.
+	RunUnclaimed bool
+}
+
+// Server implements pb.FunctionEvaluatorServer.
+type Server struct {
+	pb.UnimplementedFunctionEvaluatorServer
+	tables    Tables
+	resolver  Resolver
+	cache     Cache
+	templates func() *templates.Templates
+	opts      Options
+	conns     *Conns
+}
+
+// New returns the service.
+func New(tables Tables, resolver Resolver, cache Cache, tpl func() *templates.Templates, conns *Conns, opts Options) *Server {
+	return &Server{tables: tables, resolver: resolver, cache: cache, templates: tpl, conns: conns, opts: opts}
+}
+
+// EvaluateFunction implements pb.FunctionEvaluatorServer.
+func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+	tables := s.tables.Tables()
+	if tables == nil {
+		return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?)")
+	}
+	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	f := podcache.Function{
+		MaxParallelExecutions:   s.opts.MaxParallelExecutions,
+		PreferredMaxQueueLength: s.opts.PreferredMaxQueueLength,
+		TTL:                     s.opts.TTL,
+	}
+	spec := &kube.Spec{Templates: s.templates(), PullSecret: s.opts.PullSecret}
+	fc, claimed := tables.Lookup(executortable.Pod, ref)
+	if !claimed && !s.opts.RunUnclaimed {
+		return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+	}
+	if p := fc.GetPod(); p != nil {
+		if p.GetMaxParallelExecutions() > 0 {
+			f.MaxParallelExecutions = int(p.GetMaxParallelExecutions())
+		}
+		if p.GetPreferredMaxQueueLength() > 0 {
+			f.PreferredMaxQueueLength = int(p.GetPreferredMaxQueueLength())
+		}
+		if p.GetTimeToLiveSeconds() > 0 {
+			f.TTL = time.Duration(p.GetTimeToLiveSeconds()) * time.Second
+		}
+		if raw := p.GetTemplateOverridesJson(); len(raw) > 0 {
+			spec.Overrides = &v1alpha1.TemplateOverrides{}
+			if err := json.Unmarshal(raw, spec.Overrides); err != nil {
+				return nil, status.Errorf(codes.FailedPrecondition, "function %q: templateOverrides: %v", req.GetImage(), err)
+			}
+		}
+	}
+	meta, err := s.resolver.Resolve(ctx, ref.String())
+	if err != nil {
+		code := codes.Unavailable
+		if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
+			code = codes.NotFound
+		}
+		return nil, status.Errorf(code, "function %q: resolving the image: %v", req.GetImage(), err)
+	}
+	spec.Image = ref.Prefix + "/" + ref.Name + "@" + meta.Digest
+	spec.Entrypoint = meta.Entrypoint
+	f.Spec = spec
+	f.Key = cacheKey(spec)
+
+	lease, err := s.cache.Acquire(ctx, f)
+	if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, status.Errorf(codes.DeadlineExceeded, "function %q: no pod was ready before the deadline", req.GetImage())
+		case errors.Is(err, context.Canceled):
+			return nil, status.Errorf(codes.Canceled, "function %q: cancelled while waiting for a pod", req.GetImage())
+		}
+		return nil, status.Errorf(codes.Unavailable, "function %q: no pod: %v", req.GetImage(), err)
+	}
+	defer lease.Release()
+	conn, err := s.conns.Get(lease.Pod, lease.Address)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
+	}
+	return pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
+}
+
+// cacheKey: calls share pods when image, template version and overrides agree.
+func cacheKey(spec *kube.Spec) string {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(spec.Overrides)
+	return fmt.Sprintf("%s|%s|%s", spec.Image, spec.Templates.Version(), hex.EncodeToString(h.Sum(nil))[:12])
+}
+
+// Conns keeps one client connection per pod and closes it when the pod goes.
+type Conns struct {
+	mu      sync.Mutex
+	maxSize int
+	conns   map[string]*grpc.ClientConn
+}
+
+// NewConns returns an empty pool whose connections carry messages up to maxSize bytes.
+func NewConns(maxSize int) *Conns {
+	return &Conns{maxSize: maxSize, conns: map[string]*grpc.ClientConn{}}
+}
+
+// Get returns the pod's connection, dialing it the first time.
+func (c *Conns) Get(pod, address string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.conns[pod]; ok && conn.Target() == address {
+		return conn, nil
+	} else if ok {
+		conn.Close()
+	}
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxSize), grpc.MaxCallSendMsgSize(c.maxSize)))
+	if err != nil {
+		return nil, err
+	}
+	c.conns[pod] = conn
+	return conn, nil
+}
+
+// Close closes the pod's connection, if any.
+func (c *Conns) Close(pod string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.conns[pod]; ok {
+		conn.Close()
+		delete(c.conns, pod)
+	}
+}
+
+// CloseAll closes every connection.
+func (c *Conns) CloseAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for pod, conn := range c.conns {
+		conn.Close()
+		delete(c.conns, pod)
+	}
+}

@@ -1,0 +1,108 @@
+// Package templates provides the pod-manager's base templates: the core
+// PodTemplate "base-pod-template" and the ServiceTemplate
+// "base-service-template" in the pod namespace, created from built-in
+// defaults when missing (as porch does). The PodTemplate's resourceVersion
+// is the template version stamped on every pod.
+package templates
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/templatemerge"
+)
+
+// Names and well-known values of the template contract.
+const (
+	PodTemplateName     = "base-pod-template"
+	ServiceTemplateName = "base-service-template"
+	// ToolsDir is where the init container puts the wrapper-server.
+	ToolsDir = "/wrapper-server-tools"
+	// WrapperPort is the wrapper-server's port in function pods.
+	WrapperPort = 9446
+	toolsVolume = "wrapper-server-tools"
+)
+
+// DefaultPodTemplate is the built-in pod template. The init container runs
+// the wrapper-server image's own binary in copy mode, so that image needs no
+// shell; the function container runs the copied wrapper-server, to which the
+// pod-manager appends "--" and the function image's entrypoint.
+func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
+	mount := []corev1.VolumeMount{{Name: toolsVolume, MountPath: ToolsDir}}
+	return &corev1.PodTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: PodTemplateName, Namespace: namespace},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{
+				Name:         "copy-wrapper-server",
+				Image:        wrapperImage,
+				Command:      []string{"/wrapper-server", "--copy-to=" + ToolsDir},
+				VolumeMounts: mount,
+			}},
+			Containers: []corev1.Container{{
+				Name: templatemerge.FunctionContainer,
+				// Replaced by the function's image (pinned by digest) in each pod;
+				// a PodTemplate must name one.
+				Image:        wrapperImage,
+				Command:      []string{ToolsDir + "/wrapper-server"},
+				Args:         []string{"--port", fmt.Sprint(WrapperPort)},
+				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}},
+				VolumeMounts: mount,
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					GRPC: &corev1.GRPCAction{Port: WrapperPort},
+				}},
+			}},
+			Volumes: []corev1.Volume{{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		}},
+	}
+}
+
+// DefaultServiceTemplate is the built-in Service template.
+func DefaultServiceTemplate(namespace string) *v1alpha1.ServiceTemplate {
+	return &v1alpha1.ServiceTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: ServiceTemplateName, Namespace: namespace},
+		Template: v1alpha1.ServiceTemplateSpec{Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeClusterIP,
+			Ports: []corev1.ServicePort{{Name: "grpc", Port: WrapperPort, TargetPort: intstr.FromInt32(WrapperPort)}},
+		}},
+	}
+}
+
+// Templates are the current base templates.
+type Templates struct {
+	Pod     *corev1.PodTemplate
+	Service *v1alpha1.ServiceTemplate
+}
+
+// Version is what pods are stamped with: the PodTemplate's resourceVersion.
+func (t *Templates) Version() string { return t.Pod.ResourceVersion }
+
+// Ensure reads both templates, creating the missing ones from the defaults.
+func Ensure(ctx context.Context, c client.Client, namespace, wrapperImage string) (*Templates, error) {
+	pt := &corev1.PodTemplate{}
+	if err := getOrCreate(ctx, c, client.ObjectKey{Namespace: namespace, Name: PodTemplateName}, pt, DefaultPodTemplate(namespace, wrapperImage)); err != nil {
+		return nil, fmt.Errorf("pod template: %w", err)
+	}
+	st := &v1alpha1.ServiceTemplate{}
+	if err := getOrCreate(ctx, c, client.ObjectKey{Namespace: namespace, Name: ServiceTemplateName}, st, DefaultServiceTemplate(namespace)); err != nil {
+		return nil, fmt.Errorf("service template: %w", err)
+	}
+	return &Templates{Pod: pt, Service: st}, nil
+}
+
+func getOrCreate(ctx context.Context, c client.Client, key client.ObjectKey, into, def client.Object) error {
+	err := c.Get(ctx, key, into)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := c.Create(ctx, def); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return c.Get(ctx, key, into)
+}

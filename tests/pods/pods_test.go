@@ -1,0 +1,348 @@
+// The pod executor on a real kube-apiserver: the real config-reconciler and
+// pod-manager binaries, a registry on loopback, and a test kubelet that runs
+// the real wrapper-server with the real set-namespace binary for each pod.
+package pods_test
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/kubelet"
+	"github.com/fnrunner/fnrunner/tests/kubetest"
+	"github.com/fnrunner/fnrunner/tests/stack"
+)
+
+const ns = "porch-fn-system"
+
+const input = `apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: a
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: function-input
+  data:
+    namespace: from-a-pod
+`
+
+type fixture struct {
+	env     *kubetest.Environment
+	kubelet *kubelet.Kubelet
+	client  pb.FunctionEvaluatorClient
+	host    string // the registry
+	digest  v1.Hash
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// startBinary runs a service until the test ends and checks it stops cleanly.
+func startBinary(t *testing.T, env string, args ...string) *logBuf {
+	t.Helper()
+	out := &logBuf{}
+	cmd := exec.Command(stack.Binary(t, env), args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s exit: %v\n%s", env, err, out.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("%s did not stop\n%s", env, out.String())
+		}
+	})
+	return out
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{stack.Path(t, os.Getenv("FNRUNNER_CRDS"))}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := httptest.NewServer(registry.New())
+	t.Cleanup(reg.Close)
+	host := strings.TrimPrefix(reg.URL, "http://")
+	digest := push(t, host+"/fns/set-namespace:v0.4.5", "/fn/set-namespace")
+	push(t, host+"/fns/crashy:v1", "/fn/set-namespace")
+	push(t, host+"/fns/slow:v1", "/fn/slow")
+
+	dir := t.TempDir()
+	configs := filepath.Join(dir, "configs")
+	if err := os.MkdirAll(configs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fc := `apiVersion: config.porch.kpt.dev/v1alpha1
+kind: FunctionConfig
+metadata:
+  name: set-namespace
+spec:
+  image: set-namespace
+  prefixes: [` + host + `/fns]
+  podExecutor:
+    tags: [v0.4.5]
+    timeToLive: 1s
+    maxParallelExecutions: 2
+    preferredMaxQueueLength: 1
+    templateOverrides:
+      serviceAccountName: fn-runner
+      container:
+        env:
+        - name: FROM_FUNCTIONCONFIG
+          value: "yes"
+        resources:
+          limits:
+            memory: 256Mi
+`
+	slow := `apiVersion: config.porch.kpt.dev/v1alpha1
+kind: FunctionConfig
+metadata:
+  name: slow
+spec:
+  image: slow
+  prefixes: [` + host + `/fns]
+  podExecutor:
+    tags: [v1]
+    timeToLive: 1s
+    maxParallelExecutions: 2
+    preferredMaxQueueLength: 1
+`
+	if err := os.WriteFile(filepath.Join(configs, "fc.yaml"), []byte(fc+"---\n"+slow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A function that takes half a second, so that parallel calls overlap.
+	slowFn := filepath.Join(dir, "slow")
+	script := "#!/bin/sh\nsleep 0.5\nexec " + stack.Binary(t, "FNRUNNER_SET_NAMESPACE") + "\n"
+	if err := os.WriteFile(slowFn, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cfgPort, pmPort := freePort(t), freePort(t)
+	startBinary(t, "FNRUNNER_CONFIG_RECONCILER", "--config-dir="+configs, "--port="+strconv.Itoa(cfgPort), "--metrics-address=", "--log-level=WARN")
+	pmLog := startBinary(t, "FNRUNNER_POD_MANAGER", "--kubeconfig="+kubeconfig, "--pod-namespace="+ns,
+		"--config-address=127.0.0.1:"+strconv.Itoa(cfgPort), "--port="+strconv.Itoa(pmPort), "--pod-address=pod-ip",
+		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--metrics-address=", "--log-level=WARN")
+
+	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: stack.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
+		Entrypoints: map[string]string{"/fn/set-namespace": stack.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn}}
+	k.FailImages("crashy", "CrashLoopBackOff")
+	go k.Run(ctx)
+
+	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(pmPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitFor(t, "pod-manager SERVING", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}, pmLog)
+	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), host: host, digest: digest}
+}
+
+func push(t *testing.T, ref, entrypoint string) v1.Hash {
+	t.Helper()
+	img, err := random.Image(128, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{entrypoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(r, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return d
+}
+
+func waitFor(t *testing.T, what string, cond func() bool, logs ...*logBuf) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 1500 {
+			var l string
+			for _, b := range logs {
+				l += b.String()
+			}
+			t.Fatalf("gave up waiting for %s\n%s", what, l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (f *fixture) call(t *testing.T, image string) (*pb.EvaluateFunctionResponse, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return f.client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+}
+
+func (f *fixture) pods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := f.env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (f *fixture) services(t *testing.T) []corev1.Service {
+	t.Helper()
+	var list corev1.ServiceList
+	if err := f.env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func TestPodExecutor(t *testing.T) {
+	f := start(t)
+	image := f.host + "/fns/set-namespace:v0.4.5"
+
+	// Cold call: a pod and a Service from the templates, overrides applied.
+	resp, err := f.call(t, image)
+	if err != nil {
+		t.Fatalf("cold call: %v", err)
+	}
+	if !strings.Contains(string(resp.GetResourceList()), "namespace: from-a-pod") {
+		t.Errorf("cold call output:\n%s", resp.GetResourceList())
+	}
+	pods := f.pods(t)
+	if len(pods) != 1 {
+		t.Fatalf("%d pods after the cold call, want 1", len(pods))
+	}
+	p := pods[0]
+	fn := p.Spec.Containers[0]
+	if fn.Image != f.host+"/fns/set-namespace@"+f.digest.String() {
+		t.Errorf("pod image %q is not pinned to the digest %s", fn.Image, f.digest)
+	}
+	if p.Spec.ServiceAccountName != "fn-runner" || len(fn.Env) != 1 || fn.Env[0].Name != "FROM_FUNCTIONCONFIG" || fn.Resources.Limits.Memory().String() != "256Mi" {
+		t.Errorf("overrides not applied: sa=%q env=%v resources=%v", p.Spec.ServiceAccountName, fn.Env, fn.Resources)
+	}
+	if got := strings.Join(fn.Args, " "); !strings.HasSuffix(got, "-- /fn/set-namespace") || !strings.Contains(got, "--max-request-body-size 6291456") {
+		t.Errorf("function container args = %q", got)
+	}
+	if p.Annotations["fn.kpt.dev/template-version"] == "" || len(p.Spec.InitContainers) != 1 {
+		t.Errorf("template not used: annotations=%v init=%v", p.Annotations, p.Spec.InitContainers)
+	}
+	svcs := f.services(t)
+	if len(svcs) != 1 || svcs[0].Name != p.Name || svcs[0].Spec.Selector["fn.kpt.dev/pod"] != p.Name || svcs[0].Spec.Ports[0].Port != 9446 {
+		t.Errorf("services = %+v", svcs)
+	}
+
+	// Warm call: the same pod.
+	if _, err := f.call(t, image); err != nil {
+		t.Fatalf("warm call: %v", err)
+	}
+	if n := len(f.kubelet.Started); n != 1 {
+		t.Errorf("warm call started a pod: %v", f.kubelet.Started)
+	}
+
+	// 8 parallel calls, maxParallelExecutions 2, preferredMaxQueueLength 1:
+	// exactly 2 pods, every call answered.
+	slowImage := f.host + "/fns/slow:v1"
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.call(t, slowImage)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("parallel call: %v", err)
+		}
+	}
+	slowPods := 0
+	for _, p := range f.pods(t) {
+		if strings.Contains(p.Spec.Containers[0].Image, "/fns/slow@") {
+			slowPods++
+		}
+	}
+	if slowPods != 2 {
+		t.Errorf("%d pods after 8 parallel calls, want exactly 2", slowPods)
+	}
+
+	// Idle pods go after their TTL (1s), with their Services.
+	waitFor(t, "idle pods and services deleted", func() bool { return len(f.pods(t)) == 0 && len(f.services(t)) == 0 })
+	waitFor(t, "wrapper-servers stopped", func() bool { return len(f.kubelet.Running()) == 0 })
+
+	// A crash-looping pod is reported at once with the container's reason.
+	_, err = f.call(t, f.host+"/fns/crashy:v1")
+	if err == nil || !strings.Contains(err.Error(), "CrashLoopBackOff") {
+		t.Errorf("crash-looping function: %v, want an error naming CrashLoopBackOff", err)
+	}
+}

@@ -30,6 +30,7 @@ type options struct {
 	maxRequestBodySize  int
 	configAddress       string
 	binaryRunnerAddress string
+	podManagerAddress   string
 	disableRuntimes     string
 	healthInterval      time.Duration
 }
@@ -44,6 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runner (go and binary executors).")
+	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Address of the pod-manager (pod executor); empty: no pod executor.")
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
 	if err := grpcserving.Parse(fs, args); err != nil {
@@ -107,6 +109,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		if !off[k] {
 			routes = append(routes, server.Route{Kind: k, Client: pb.NewFunctionEvaluatorClient(runnerConn), Health: healthpb.NewHealthClient(runnerConn)})
 		}
+	}
+	if o.podManagerAddress != "" && !off[executortable.Pod] {
+		podConn, err := grpc.NewClient(o.podManagerAddress,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
+		if err != nil {
+			return fmt.Errorf("pod-manager address %q: %w", o.podManagerAddress, err)
+		}
+		defer podConn.Close()
+		routes = append(routes, server.Route{Kind: executortable.Pod, Client: pb.NewFunctionEvaluatorClient(podConn), Health: healthpb.NewHealthClient(podConn), Unclaimed: true})
 	}
 	ev := server.NewEvaluator(log, cfg, routes...)
 

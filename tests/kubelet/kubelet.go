@@ -40,7 +40,14 @@ type Kubelet struct {
 	next    int
 	running map[string]*exec.Cmd // by pod name
 	fail    map[string]string    // image substring → waiting reason
-	Started []string             // pods started, in order
+	started []string             // pods started, in order
+}
+
+// StartedPods returns the pods whose wrapper-server was started, in order.
+func (k *Kubelet) StartedPods() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.started...)
 }
 
 // FailImages makes pods whose image contains substr fail with reason
@@ -141,7 +148,7 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 	}
 	k.mu.Lock()
 	k.running[p.Name] = cmd
-	k.Started = append(k.Started, p.Name)
+	k.started = append(k.started, p.Name)
 	k.mu.Unlock()
 	// Like a real kubelet, report Ready only once the readiness probe (the
 	// template's gRPC probe on 9446) passes.

@@ -59,7 +59,8 @@ functionConfig:
 type fixture struct {
 	env     *kubetest.Environment
 	kubelet *kubelet.Kubelet
-	client  pb.FunctionEvaluatorClient
+	client  pb.FunctionEvaluatorClient // the pod-manager
+	gateway pb.FunctionEvaluatorClient
 	host    string // the registry
 	digest  v1.Hash
 }
@@ -178,11 +179,15 @@ spec:
 		t.Fatal(err)
 	}
 
-	cfgPort, pmPort := freePort(t), freePort(t)
+	cfgPort, pmPort, gwPort := freePort(t), freePort(t), freePort(t)
 	startBinary(t, "FNRUNNER_CONFIG_RECONCILER", "--config-dir="+configs, "--port="+strconv.Itoa(cfgPort), "--metrics-address=", "--log-level=WARN")
 	pmLog := startBinary(t, "FNRUNNER_POD_MANAGER", "--kubeconfig="+kubeconfig, "--pod-namespace="+ns,
 		"--config-address=127.0.0.1:"+strconv.Itoa(cfgPort), "--port="+strconv.Itoa(pmPort), "--pod-address=pod-ip",
 		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--metrics-address=", "--log-level=WARN")
+
+	startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
+		"--binary-runner-address=127.0.0.1:1", "--pod-manager-address=127.0.0.1:"+strconv.Itoa(pmPort),
+		"--metrics-address=", "--log-level=WARN", "--health-interval=100ms")
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: stack.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
 		Entrypoints: map[string]string{"/fn/set-namespace": stack.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn}}
@@ -200,7 +205,18 @@ spec:
 		r, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, pmLog)
-	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), host: host, digest: digest}
+	gwConn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(gwPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gwConn.Close() })
+	waitFor(t, "gateway SERVING", func() bool {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(gwConn).Check(cctx, &healthpb.HealthCheckRequest{})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	}, pmLog)
+	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest}
 }
 
 func push(t *testing.T, ref, entrypoint string) v1.Hash {
@@ -298,12 +314,15 @@ func TestPodExecutor(t *testing.T) {
 		t.Errorf("services = %+v", svcs)
 	}
 
-	// Warm call: the same pod.
-	if _, err := f.call(t, image); err != nil {
-		t.Fatalf("warm call: %v", err)
+	// Warm call, through the gateway this time (go → binary → pod): the same pod.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	resp, err = f.gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+	cancel()
+	if err != nil || !strings.Contains(string(resp.GetResourceList()), "namespace: from-a-pod") {
+		t.Fatalf("warm call through the gateway: %v", err)
 	}
-	if n := len(f.kubelet.Started); n != 1 {
-		t.Errorf("warm call started a pod: %v", f.kubelet.Started)
+	if started := f.kubelet.StartedPods(); len(started) != 1 {
+		t.Errorf("warm call started a pod: %v", started)
 	}
 
 	// 8 parallel calls, maxParallelExecutions 2, preferredMaxQueueLength 1:
@@ -326,14 +345,15 @@ func TestPodExecutor(t *testing.T) {
 			t.Errorf("parallel call: %v", err)
 		}
 	}
+	// Count the pods ever started for it (an idle one may already be collected).
 	slowPods := 0
-	for _, p := range f.pods(t) {
-		if strings.Contains(p.Spec.Containers[0].Image, "/fns/slow@") {
+	for _, name := range f.kubelet.StartedPods() {
+		if strings.HasPrefix(name, "slow-") {
 			slowPods++
 		}
 	}
 	if slowPods != 2 {
-		t.Errorf("%d pods after 8 parallel calls, want exactly 2", slowPods)
+		t.Errorf("%d pods started for 8 parallel calls, want exactly 2", slowPods)
 	}
 
 	// Idle pods go after their TTL (1s), with their Services.

@@ -31,6 +31,10 @@ type Route struct {
 	Kind   executortable.Kind
 	Client pb.FunctionEvaluatorClient
 	Health healthpb.HealthClient
+	// Unclaimed: ask this executor even when the table does not name it for
+	// the image (the pod executor runs unclaimed images, as porch's does;
+	// it answers NotFound when told not to).
+	Unclaimed bool
 }
 
 // Evaluator serves EvaluateFunction.
@@ -60,7 +64,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFuncti
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	for _, r := range e.routes {
-		if _, ok := tables.Lookup(r.Kind, ref); !ok {
+		if _, ok := tables.Lookup(r.Kind, ref); !ok && !r.Unclaimed {
 			continue
 		}
 		start := time.Now()

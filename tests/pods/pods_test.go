@@ -5,7 +5,10 @@ package pods_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/pem"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -17,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -118,14 +122,36 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 
-	reg := httptest.NewServer(registry.New())
+	// A private registry: TLS with a self-signed certificate, basic auth.
+	handler := registry.New()
+	reg := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != regUser || p != regPass {
+			w.Header().Set("WWW-Authenticate", `Basic realm="fnrunner-test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(reg.Close)
-	host := strings.TrimPrefix(reg.URL, "http://")
-	digest := push(t, host+"/fns/set-namespace:v0.4.5", "/fn/set-namespace")
-	push(t, host+"/fns/crashy:v1", "/fn/set-namespace")
-	push(t, host+"/fns/slow:v1", "/fn/slow")
+	host := strings.TrimPrefix(reg.URL, "https://")
+	tr := reg.Client().Transport
+	digest := push(t, tr, host+"/fns/set-namespace:v0.4.5", "/fn/set-namespace")
+	push(t, tr, host+"/fns/crashy:v1", "/fn/set-namespace")
+	push(t, tr, host+"/fns/slow:v1", "/fn/slow")
 
 	dir := t.TempDir()
+	tlsDir := filepath.Join(dir, "tls-secret")
+	if err := os.MkdirAll(tlsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tlsDir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: reg.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dockerConfig := filepath.Join(dir, ".dockerconfigjson")
+	auth := base64.StdEncoding.EncodeToString([]byte(regUser + ":" + regPass))
+	if err := os.WriteFile(dockerConfig, []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	configs := filepath.Join(dir, "configs")
 	if err := os.MkdirAll(configs, 0o755); err != nil {
 		t.Fatal(err)
@@ -183,7 +209,9 @@ spec:
 	startBinary(t, "FNRUNNER_CONFIG_RECONCILER", "--config-dir="+configs, "--port="+strconv.Itoa(cfgPort), "--metrics-address=", "--log-level=WARN")
 	pmLog := startBinary(t, "FNRUNNER_POD_MANAGER", "--kubeconfig="+kubeconfig, "--pod-namespace="+ns,
 		"--config-address=127.0.0.1:"+strconv.Itoa(cfgPort), "--port="+strconv.Itoa(pmPort), "--pod-address=pod-ip",
-		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--metrics-address=", "--log-level=WARN")
+		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--metrics-address=", "--log-level=WARN",
+		"--enable-private-registries", "--registry-auth-secret-path="+dockerConfig, "--registry-auth-secret-name=fn-pull",
+		"--enable-private-registries-tls", "--tls-secret-path="+tlsDir)
 
 	startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
 		"--binary-runner-address=127.0.0.1:1", "--pod-manager-address=127.0.0.1:"+strconv.Itoa(pmPort),
@@ -219,7 +247,9 @@ spec:
 	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest}
 }
 
-func push(t *testing.T, ref, entrypoint string) v1.Hash {
+const regUser, regPass = "porch", "s3cret"
+
+func push(t *testing.T, tr http.RoundTripper, ref, entrypoint string) v1.Hash {
 	t.Helper()
 	img, err := random.Image(128, 1)
 	if err != nil {
@@ -233,7 +263,7 @@ func push(t *testing.T, ref, entrypoint string) v1.Hash {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, remote.WithTransport(tr), remote.WithAuth(&authn.Basic{Username: regUser, Password: regPass})); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
@@ -305,6 +335,13 @@ func TestPodExecutor(t *testing.T) {
 	}
 	if got := strings.Join(fn.Args, " "); !strings.HasSuffix(got, "-- /fn/set-namespace") || !strings.Contains(got, "--max-request-body-size 6291456") {
 		t.Errorf("function container args = %q", got)
+	}
+	if len(p.Spec.ImagePullSecrets) != 1 || p.Spec.ImagePullSecrets[0].Name != "fn-pull" {
+		t.Errorf("pull secret not on the pod: %v", p.Spec.ImagePullSecrets)
+	}
+	var secret corev1.Secret
+	if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "fn-pull"}, &secret); err != nil || secret.Type != corev1.SecretTypeDockerConfigJson {
+		t.Errorf("pull secret: %v %v", secret.Type, err)
 	}
 	if p.Annotations["fn.kpt.dev/template-version"] == "" || len(p.Spec.InitContainers) != 1 {
 		t.Errorf("template not used: annotations=%v init=%v", p.Annotations, p.Spec.InitContainers)

@@ -36,6 +36,7 @@ type Tables struct {
 	// DefaultPrefix is the snapshot's default image prefix.
 	DefaultPrefix string
 	tables        map[Kind]*imagematch.Table[*configpb.FunctionConfig]
+	functions     []*configpb.FunctionConfig
 	// Conflicts by executor.
 	Conflicts map[Kind][]imagematch.Conflict
 	// Invalid claims by owner ("namespace/name"), with the reason.
@@ -55,6 +56,7 @@ func Build(s *configpb.Snapshot) *Tables {
 		Conflicts:     map[Kind][]imagematch.Conflict{},
 		Invalid:       map[string]error{},
 	}
+	t.functions = s.GetFunctions()
 	claims := map[Kind][]imagematch.Claim[*configpb.FunctionConfig]{}
 	for _, fc := range s.GetFunctions() {
 		add := func(k Kind, tags []string) {
@@ -84,6 +86,9 @@ func Build(s *configpb.Snapshot) *Tables {
 	}
 	return t
 }
+
+// Functions are the snapshot's FunctionConfigs, ordered by namespace and name.
+func (t *Tables) Functions() []*configpb.FunctionConfig { return t.functions }
 
 // Lookup returns the FunctionConfig whose executor k runs ref.
 func (t *Tables) Lookup(k Kind, ref imagematch.Reference) (*configpb.FunctionConfig, bool) {

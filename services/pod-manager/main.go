@@ -66,6 +66,7 @@ type options struct {
 	kubeconfig               string
 	owner                    string
 	runUnclaimed             bool
+	warmUp                   bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -94,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
 	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
 	fs.BoolVar(&o.runUnclaimed, "run-unclaimed-images", true, "Run images no FunctionConfig claims in pods with the defaults, as porch does.")
+	fs.BoolVar(&o.warmUp, "warm-up-pod-cache", true, "Once the first executor table arrived, start one pod per FunctionConfig with podExecutor tags (first exact tag).")
 	if err := grpcserving.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -191,23 +193,34 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		DrainTimeout:   o.common.DrainTimeout,
 		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, server.New(cfg, resolver, pods, func() *templates.Templates { return tpl }, conns, server.Options{
+	podServer := server.New(cfg, resolver, pods, func() *templates.Templates { return tpl }, conns, server.Options{
 		MaxParallelExecutions:   o.maxParallelPods,
 		PreferredMaxQueueLength: o.maxWaitlistLength,
 		TTL:                     o.podTTL,
 		MaxMessageSize:          o.maxRequestBodySize,
 		PullSecret:              pullSecret,
 		RunUnclaimed:            o.runUnclaimed,
-	}))
+	})
+	pb.RegisterFunctionEvaluatorServer(srv.GRPC, podServer)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })
+	// Pods of a previous run of this replica: adopt the current ones, delete
+	// the rest, before any call is served.
+	rec, err := backend.ReconcileExisting(ctx, tpl.Version(), kube.Addressing(o.podAddress), o.podTTL, pods)
+	if err != nil {
+		return err
+	}
+	log.Info("existing pods reconciled", "adopted", rec.Adopted, "deletedPods", rec.DeletedPods, "deletedServices", rec.DeletedServices)
 	g.Go(func() error { return mgr.Start(ctx) })
 	g.Go(func() error { cfg.Run(ctx); return nil })
 	g.Go(func() error {
 		select {
 		case <-cfg.Ready():
 			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			if o.warmUp {
+				podServer.WarmUp(ctx, log, 2*time.Minute)
+			}
 		case <-ctx.Done():
 		}
 		return nil

@@ -67,6 +67,8 @@ type fixture struct {
 	gateway pb.FunctionEvaluatorClient
 	host    string // the registry
 	digest  v1.Hash
+	// restartPodManager stops the pod-manager and starts it again with extra flags.
+	restartPodManager func(extra ...string) *logBuf
 }
 
 func freePort(t *testing.T) int {
@@ -87,8 +89,9 @@ type logBuf struct {
 func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
 func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-// startBinary runs a service until the test ends and checks it stops cleanly.
-func startBinary(t *testing.T, env string, args ...string) *logBuf {
+// startBinary runs a service until the test ends (or stop is called) and
+// checks it stops cleanly on SIGTERM.
+func startBinary(t *testing.T, env string, args ...string) (*logBuf, func()) {
 	t.Helper()
 	out := &logBuf{}
 	cmd := exec.Command(stack.Binary(t, env), args...)
@@ -96,21 +99,25 @@ func startBinary(t *testing.T, env string, args ...string) *logBuf {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s exit: %v\n%s", env, err, out.String())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s exit: %v\n%s", env, err, out.String())
+				}
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Errorf("%s did not stop\n%s", env, out.String())
 			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("%s did not stop\n%s", env, out.String())
-		}
-	})
-	return out
+		})
+	}
+	t.Cleanup(stop)
+	return out, stop
 }
 
 func start(t *testing.T) *fixture {
@@ -138,6 +145,7 @@ func start(t *testing.T) *fixture {
 	digest := push(t, tr, host+"/fns/set-namespace:v0.4.5", "/fn/set-namespace")
 	push(t, tr, host+"/fns/crashy:v1", "/fn/set-namespace")
 	push(t, tr, host+"/fns/slow:v1", "/fn/slow")
+	push(t, tr, host+"/fns/steady:v1", "/fn/set-namespace")
 
 	dir := t.TempDir()
 	tlsDir := filepath.Join(dir, "tls-secret")
@@ -191,7 +199,18 @@ spec:
     maxParallelExecutions: 2
     preferredMaxQueueLength: 1
 `
-	if err := os.WriteFile(filepath.Join(configs, "fc.yaml"), []byte(fc+"---\n"+slow), 0o644); err != nil {
+	steady := `apiVersion: config.porch.kpt.dev/v1alpha1
+kind: FunctionConfig
+metadata:
+  name: steady
+spec:
+  image: steady
+  prefixes: [` + host + `/fns]
+  podExecutor:
+    tags: [v1]
+    timeToLive: 10m
+`
+	if err := os.WriteFile(filepath.Join(configs, "fc.yaml"), []byte(fc+"---\n"+slow+"---\n"+steady), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// A function that takes half a second, so that parallel calls overlap.
@@ -206,14 +225,15 @@ spec:
 	}
 
 	cfgPort, pmPort, gwPort := freePort(t), freePort(t), freePort(t)
-	startBinary(t, "FNRUNNER_CONFIG_RECONCILER", "--config-dir="+configs, "--port="+strconv.Itoa(cfgPort), "--metrics-address=", "--log-level=WARN")
-	pmLog := startBinary(t, "FNRUNNER_POD_MANAGER", "--kubeconfig="+kubeconfig, "--pod-namespace="+ns,
-		"--config-address=127.0.0.1:"+strconv.Itoa(cfgPort), "--port="+strconv.Itoa(pmPort), "--pod-address=pod-ip",
+	_, _ = startBinary(t, "FNRUNNER_CONFIG_RECONCILER", "--config-dir="+configs, "--port="+strconv.Itoa(cfgPort), "--metrics-address=", "--log-level=WARN")
+	pmArgs := []string{"--kubeconfig=" + kubeconfig, "--pod-namespace=" + ns, "--owner=replica-0",
+		"--config-address=127.0.0.1:" + strconv.Itoa(cfgPort), "--port=" + strconv.Itoa(pmPort), "--pod-address=pod-ip",
 		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--metrics-address=", "--log-level=WARN",
-		"--enable-private-registries", "--registry-auth-secret-path="+dockerConfig, "--registry-auth-secret-name=fn-pull",
-		"--enable-private-registries-tls", "--tls-secret-path="+tlsDir)
+		"--enable-private-registries", "--registry-auth-secret-path=" + dockerConfig, "--registry-auth-secret-name=fn-pull",
+		"--enable-private-registries-tls", "--tls-secret-path=" + tlsDir}
+	pmLog, stopPM := startBinary(t, "FNRUNNER_POD_MANAGER", append(pmArgs, "--warm-up-pod-cache=false")...)
 
-	startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
+	_, _ = startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
 		"--binary-runner-address=127.0.0.1:1", "--pod-manager-address=127.0.0.1:"+strconv.Itoa(pmPort),
 		"--metrics-address=", "--log-level=WARN", "--health-interval=100ms")
 
@@ -244,7 +264,13 @@ spec:
 		r, err := healthpb.NewHealthClient(gwConn).Check(cctx, &healthpb.HealthCheckRequest{})
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, pmLog)
-	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest}
+	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest,
+		restartPodManager: func(extra ...string) *logBuf {
+			stopPM()
+			l, s := startBinary(t, "FNRUNNER_POD_MANAGER", append(append([]string(nil), pmArgs...), extra...)...)
+			stopPM = s
+			return l
+		}}
 }
 
 const regUser, regPass = "porch", "s3cret"
@@ -401,5 +427,66 @@ func TestPodExecutor(t *testing.T) {
 	_, err = f.call(t, f.host+"/fns/crashy:v1")
 	if err == nil || !strings.Contains(err.Error(), "CrashLoopBackOff") {
 		t.Errorf("crash-looping function: %v, want an error naming CrashLoopBackOff", err)
+	}
+}
+
+// A restarted pod-manager adopts its pods of the current template, deletes
+// stale ones and orphaned Services, and warms up after the first snapshot.
+func TestRestartAdoptsAndWarmsUp(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	if _, err := f.call(t, f.host+"/fns/steady:v1"); err != nil {
+		t.Fatal(err)
+	}
+	before := f.kubelet.StartedPods()
+	if len(before) != 1 {
+		t.Fatalf("started %v, want one steady pod", before)
+	}
+	// A pod of an older template version, and a Service whose pod is gone.
+	labels := map[string]string{"app.kubernetes.io/managed-by": "fnrunner-pod-manager", "fn.kpt.dev/owner": "replica-0"}
+	stale := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale-pod", Namespace: ns, Labels: labels, Annotations: map[string]string{"fn.kpt.dev/template-version": "0"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/old:v1"}}},
+	}
+	orphan := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan-svc", Namespace: ns, Labels: labels},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 9446}}},
+	}
+	for _, o := range []client.Object{stale, orphan} {
+		if err := f.env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	logs := f.restartPodManager("--warm-up-pod-cache=true")
+	exists := func(o client.Object) bool {
+		return f.env.Client.Get(ctx, client.ObjectKeyFromObject(o), o) == nil
+	}
+	waitFor(t, "stale pod and orphaned service deleted", func() bool { return !exists(stale) && !exists(orphan) }, logs)
+	// Warm-up starts pods for set-namespace and slow (exact tags); steady's
+	// pod was adopted, so it gets none.
+	waitFor(t, "warm-up pods", func() bool {
+		var sn, slow int
+		for _, n := range f.kubelet.StartedPods() {
+			switch {
+			case strings.HasPrefix(n, "set-namespace-"):
+				sn++
+			case strings.HasPrefix(n, "slow-"):
+				slow++
+			}
+		}
+		return sn == 1 && slow == 1
+	}, logs)
+	if _, err := f.call(t, f.host+"/fns/steady:v1"); err != nil {
+		t.Fatalf("call after restart: %v\n%s", err, logs.String())
+	}
+	steady := 0
+	for _, n := range f.kubelet.StartedPods() {
+		if strings.HasPrefix(n, "steady-") {
+			steady++
+		}
+	}
+	if steady != 1 {
+		t.Errorf("%d steady pods started, want the one adopted", steady)
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
 // Events receives what the watcher sees; *podcache.Cache implements it.
@@ -102,16 +100,13 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if !Ready(&pod) || pod.Status.PodIP == "" {
 		return reconcile.Result{}, nil
 	}
-	switch w.Addressing {
-	case PodIP:
-		w.Events.PodReady(pod.Name, fmt.Sprintf("%s:%d", pod.Status.PodIP, templates.WrapperPort))
-	default:
+	if w.Addressing != PodIP {
 		ok, err := w.endpointReady(ctx, &pod)
 		if err != nil || !ok {
 			return reconcile.Result{}, err
 		}
-		w.Events.PodReady(pod.Name, fmt.Sprintf("%s.%s.svc.cluster.local:%d", pod.Name, pod.Namespace, templates.WrapperPort))
 	}
+	w.Events.PodReady(pod.Name, Address(&pod, w.Addressing))
 	return reconcile.Result{}, nil
 }
 

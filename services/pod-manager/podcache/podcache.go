@@ -92,6 +92,8 @@ type event struct {
 	err     error
 	// created is set when a Create finished: the pod it was for.
 	created *pod
+	// adopt is a ready pod found at start.
+	adopt *pod
 }
 
 type pod struct {
@@ -163,6 +165,12 @@ func (c *Cache) Acquire(ctx context.Context, f Function) (*Lease, error) {
 	case <-c.done:
 		return nil, ErrClosed
 	}
+}
+
+// Adopt adds a pod that already serves at address (one this pod-manager
+// created before it restarted) to the pods of the function with key.
+func (c *Cache) Adopt(key, name, address string, ttl time.Duration) {
+	c.send(event{adopt: &pod{name: name, fn: key, address: address, ready: true, ttl: ttl}})
 }
 
 // PodReady reports that a pod serves at address.
@@ -337,6 +345,15 @@ func (l *loop) create(f *function, fn Function) *pod {
 }
 
 func (l *loop) handle(e event) {
+	if p := e.adopt; p != nil {
+		if _, known := l.pods[p.name]; !known {
+			p.lastUsed = l.c.now()
+			l.pods[p.name] = p
+			f := l.fn(p.fn)
+			f.pods = append(f.pods, p)
+		}
+		return
+	}
 	if p := e.created; p != nil {
 		if e.err != nil {
 			l.remove(p, e.err)

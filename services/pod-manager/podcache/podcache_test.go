@@ -261,3 +261,16 @@ func TestTTLGarbageCollection(t *testing.T) {
 	}
 	waitFor(t, "deleted", func() bool { _, d := b.names(); return len(d) == 1 })
 }
+
+func TestAdoptedPodIsUsed(t *testing.T) {
+	c, b, _ := start(t)
+	c.Adopt("sn", "sn-old", "old:9446", time.Minute)
+	l, err := c.Acquire(context.Background(), fn)
+	if err != nil || l.Pod != "sn-old" || l.Address != "old:9446" {
+		t.Fatalf("lease = %+v, %v; want the adopted pod", l, err)
+	}
+	l.Release()
+	if created, _ := b.names(); len(created) != 0 {
+		t.Errorf("created %v although a pod was adopted", created)
+	}
+}

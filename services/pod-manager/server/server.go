@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -74,11 +75,25 @@ func New(tables Tables, resolver Resolver, cache Cache, tpl func() *templates.Te
 
 // EvaluateFunction implements pb.FunctionEvaluatorServer.
 func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+	lease, err := s.lease(ctx, req.GetImage())
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release()
+	conn, err := s.conns.Get(lease.Pod, lease.Address)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
+	}
+	return pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
+}
+
+// lease finds (or starts) a pod for image; errors are gRPC statuses.
+func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
 	tables := s.tables.Tables()
 	if tables == nil {
 		return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?)")
 	}
-	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -90,7 +105,7 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 	spec := &kube.Spec{Templates: s.templates(), PullSecret: s.opts.PullSecret}
 	fc, claimed := tables.Lookup(executortable.Pod, ref)
 	if !claimed && !s.opts.RunUnclaimed {
-		return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+		return nil, status.Errorf(codes.NotFound, "function %q not found", image)
 	}
 	if p := fc.GetPod(); p != nil {
 		if p.GetMaxParallelExecutions() > 0 {
@@ -105,7 +120,7 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 		if raw := p.GetTemplateOverridesJson(); len(raw) > 0 {
 			spec.Overrides = &v1alpha1.TemplateOverrides{}
 			if err := json.Unmarshal(raw, spec.Overrides); err != nil {
-				return nil, status.Errorf(codes.FailedPrecondition, "function %q: templateOverrides: %v", req.GetImage(), err)
+				return nil, status.Errorf(codes.FailedPrecondition, "function %q: templateOverrides: %v", image, err)
 			}
 		}
 	}
@@ -115,7 +130,7 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 		if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
 			code = codes.NotFound
 		}
-		return nil, status.Errorf(code, "function %q: resolving the image: %v", req.GetImage(), err)
+		return nil, status.Errorf(code, "function %q: resolving the image: %v", image, err)
 	}
 	spec.Image = ref.Prefix + "/" + ref.Name + "@" + meta.Digest
 	spec.Entrypoint = meta.Entrypoint
@@ -126,18 +141,71 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 	if err != nil {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, status.Errorf(codes.DeadlineExceeded, "function %q: no pod was ready before the deadline", req.GetImage())
+			return nil, status.Errorf(codes.DeadlineExceeded, "function %q: no pod was ready before the deadline", image)
 		case errors.Is(err, context.Canceled):
-			return nil, status.Errorf(codes.Canceled, "function %q: cancelled while waiting for a pod", req.GetImage())
+			return nil, status.Errorf(codes.Canceled, "function %q: cancelled while waiting for a pod", image)
 		}
-		return nil, status.Errorf(codes.Unavailable, "function %q: no pod: %v", req.GetImage(), err)
+		return nil, status.Errorf(codes.Unavailable, "function %q: no pod: %v", image, err)
 	}
-	defer lease.Release()
-	conn, err := s.conns.Get(lease.Pod, lease.Address)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
+	return lease, nil
+}
+
+// WarmUp starts one pod for every FunctionConfig with podExecutor tags, for
+// its first exact tag under its first prefix (as porch does). Call it once
+// the first executor table arrived, never before.
+func (s *Server) WarmUp(ctx context.Context, log *slog.Logger, timeout time.Duration) {
+	tables := s.tables.Tables()
+	if tables == nil {
+		return
 	}
-	return pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
+	var wg sync.WaitGroup
+	for _, image := range WarmUpImages(tables) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			lease, err := s.lease(cctx, image)
+			if err != nil {
+				log.Warn("warm-up failed", "image", image, "error", err)
+				return
+			}
+			lease.Release()
+			log.Info("warmed up", "image", image, "pod", lease.Pod)
+		}()
+	}
+	wg.Wait()
+}
+
+// WarmUpImages are the images WarmUp starts pods for.
+func WarmUpImages(tables *executortable.Tables) []string {
+	var out []string
+	for _, fc := range tables.Functions() {
+		p := fc.GetPod()
+		if p == nil {
+			continue
+		}
+		tag := ""
+		for _, t := range p.GetTags() {
+			if !imagematch.IsConstraint(t) {
+				tag = t
+				break
+			}
+		}
+		if tag == "" {
+			continue
+		}
+		prefix := ""
+		if len(fc.GetPrefixes()) > 0 {
+			prefix = fc.GetPrefixes()[0]
+		}
+		np, err := imagematch.NormalizePrefix(prefix, tables.DefaultPrefix)
+		if err != nil {
+			continue
+		}
+		out = append(out, np+"/"+fc.GetImage()+":"+tag)
+	}
+	return out
 }
 
 // cacheKey: calls share pods when image, template version and overrides agree.

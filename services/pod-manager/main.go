@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -139,6 +140,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var current atomic.Pointer[templates.Templates]
+	current.Store(tpl)
 
 	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL}
 	pullSecret := ""
@@ -174,6 +177,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Addressing: kube.Addressing(o.podAddress), Events: pods}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// A template change rolls the pods: new calls get pods of the new
+	// version (it is part of the cache key), old ones go once idle.
+	if err := (&templates.Watcher{Client: direct, Namespace: o.podNamespace, WrapperImage: o.wrapperServerImage, Current: &current,
+		OnChange: func(t *templates.Templates) {
+			log.Info("templates changed; rolling function pods", "templateVersion", t.Version())
+			pods.Retire(func(key string) bool { return server.KeyVersion(key) == t.Version() })
+		}}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 
 	cfgConn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -193,7 +205,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		DrainTimeout:   o.common.DrainTimeout,
 		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
 	})
-	podServer := server.New(cfg, resolver, pods, func() *templates.Templates { return tpl }, conns, server.Options{
+	podServer := server.New(cfg, resolver, pods, current.Load, conns, server.Options{
 		MaxParallelExecutions:   o.maxParallelPods,
 		PreferredMaxQueueLength: o.maxWaitlistLength,
 		TTL:                     o.podTTL,

@@ -489,4 +489,45 @@ func TestRestartAdoptsAndWarmsUp(t *testing.T) {
 	if steady != 1 {
 		t.Errorf("%d steady pods started, want the one adopted", steady)
 	}
+
+	// A template change rolls the pods: the idle steady pod goes, the next
+	// call gets a pod of the new version.
+	var oldPod corev1.Pod
+	var pods corev1.PodList
+	if err := f.env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "steady-") {
+			oldPod = p
+		}
+	}
+	var pt corev1.PodTemplate
+	if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "base-pod-template"}, &pt); err != nil {
+		t.Fatal(err)
+	}
+	if pt.Template.Labels == nil {
+		pt.Template.Labels = map[string]string{}
+	}
+	pt.Template.Labels["rolled"] = "yes"
+	if err := f.env.Client.Update(ctx, &pt); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old steady pod retired", func() bool { return !exists(&oldPod) }, logs)
+	if _, err := f.call(t, f.host+"/fns/steady:v1"); err != nil {
+		t.Fatalf("call after the template change: %v", err)
+	}
+	if err := f.env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	rolled := false
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "steady-") && p.Labels["rolled"] == "yes" &&
+			p.Annotations["fn.kpt.dev/template-version"] != oldPod.Annotations["fn.kpt.dev/template-version"] {
+			rolled = true
+		}
+	}
+	if !rolled {
+		t.Errorf("no steady pod of the new template version")
+	}
 }

@@ -94,6 +94,8 @@ type event struct {
 	created *pod
 	// adopt is a ready pod found at start.
 	adopt *pod
+	// retire selects the functions whose pods go.
+	retire func(key string) bool
 }
 
 type pod struct {
@@ -105,6 +107,7 @@ type pod struct {
 	waiting  []*request
 	lastUsed time.Time
 	ttl      time.Duration
+	retired  bool
 }
 
 func (p *pod) load() int { return p.running + len(p.waiting) }
@@ -173,6 +176,13 @@ func (c *Cache) Adopt(key, name, address string, ttl time.Duration) {
 	c.send(event{adopt: &pod{name: name, fn: key, address: address, ready: true, ttl: ttl}})
 }
 
+// Retire deletes the pods of every function whose key keep rejects: idle
+// ones now, busy ones when their last call ends. New calls of those keys
+// get new pods (a changed template changes the key).
+func (c *Cache) Retire(keep func(key string) bool) {
+	c.send(event{retire: keep})
+}
+
 // PodReady reports that a pod serves at address.
 func (c *Cache) PodReady(pod, address string) { c.send(event{pod: pod, address: address}) }
 
@@ -238,6 +248,7 @@ func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 			if p := pods[name]; p != nil && p.running > 0 {
 				p.running--
 				p.lastUsed = c.now()
+				l.retireIfIdle(p)
 			}
 		case r := <-c.cancels:
 			l.cancel(r)
@@ -345,6 +356,18 @@ func (l *loop) create(f *function, fn Function) *pod {
 }
 
 func (l *loop) handle(e event) {
+	if keep := e.retire; keep != nil {
+		for key, f := range l.fns {
+			if keep(key) {
+				continue
+			}
+			for _, p := range append([]*pod(nil), f.pods...) {
+				p.retired = true
+				l.retireIfIdle(p)
+			}
+		}
+		return
+	}
 	if p := e.adopt; p != nil {
 		if _, known := l.pods[p.name]; !known {
 			p.lastUsed = l.c.now()
@@ -418,6 +441,22 @@ func (l *loop) remove(p *pod, err error) {
 		}
 		l.place(r)
 	}
+}
+
+// retireIfIdle deletes a retired pod that has no calls left.
+func (l *loop) retireIfIdle(p *pod) {
+	if !p.retired || p.load() > 0 || p.name == "" {
+		return
+	}
+	delete(l.pods, p.name)
+	f := l.fn(p.fn)
+	for i, q := range f.pods {
+		if q == p {
+			f.pods = append(f.pods[:i], f.pods[i+1:]...)
+			break
+		}
+	}
+	go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
 }
 
 func (l *loop) cancel(r *request) {

@@ -265,6 +265,7 @@ func TestTTLGarbageCollection(t *testing.T) {
 func TestAdoptedPodIsUsed(t *testing.T) {
 	c, b, _ := start(t)
 	c.Adopt("sn", "sn-old", "old:9446", time.Minute)
+	waitFor(t, "adoption", func() bool { return c.Stats()["sn"].Ready == 1 })
 	l, err := c.Acquire(context.Background(), fn)
 	if err != nil || l.Pod != "sn-old" || l.Address != "old:9446" {
 		t.Fatalf("lease = %+v, %v; want the adopted pod", l, err)
@@ -272,5 +273,28 @@ func TestAdoptedPodIsUsed(t *testing.T) {
 	l.Release()
 	if created, _ := b.names(); len(created) != 0 {
 		t.Errorf("created %v although a pod was adopted", created)
+	}
+}
+
+func TestRetire(t *testing.T) {
+	c, b, _ := start(t)
+	c.Adopt("sn|v1", "idle", "a", time.Hour)
+	c.Adopt("sn|v1", "busy", "b", time.Hour)
+	c.Adopt("sn|v2", "new", "c", time.Hour)
+	waitFor(t, "adoption", func() bool { s := c.Stats(); return s["sn|v1"].Ready == 2 && s["sn|v2"].Ready == 1 })
+	old := Function{Key: "sn|v1", MaxParallelExecutions: 2, PreferredMaxQueueLength: 1}
+	l1, err := c.Acquire(context.Background(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Retire(func(key string) bool { return key == "sn|v2" })
+	waitFor(t, "idle old pod deleted", func() bool { _, d := b.names(); return len(d) == 1 })
+	if _, d := b.names(); d[0] == l1.Pod {
+		t.Fatalf("deleted %s, which is busy", d[0])
+	}
+	l1.Release()
+	waitFor(t, "busy old pod deleted after its call", func() bool { _, d := b.names(); return len(d) == 2 })
+	if s := c.Stats(); s["sn|v2"].Pods != 1 || s["sn|v1"].Pods != 0 {
+		t.Errorf("stats after retiring: %+v", s)
 	}
 }

@@ -208,7 +208,17 @@ func WarmUpImages(tables *executortable.Tables) []string {
 	return out
 }
 
-// cacheKey: calls share pods when image, template version and overrides agree.
+// KeyVersion is the template version inside a cache key.
+func KeyVersion(key string) string {
+	parts := strings.Split(key, "|")
+	if len(parts) != 3 {
+		return ""
+	}
+	return parts[1]
+}
+
+// cacheKey: calls share pods when image, template version and overrides
+// agree: image|version|overrides-hash.
 func cacheKey(spec *kube.Spec) string {
 	h := sha256.New()
 	_ = json.NewEncoder(h).Encode(spec.Overrides)

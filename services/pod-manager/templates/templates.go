@@ -1,8 +1,8 @@
 // Package templates provides the pod-manager's base templates: the core
 // PodTemplate "base-pod-template" and the ServiceTemplate
 // "base-service-template" in the pod namespace, created from built-in
-// defaults when missing (as porch does). The PodTemplate's resourceVersion
-// is the template version stamped on every pod.
+// defaults when missing (as porch does). Their resourceVersions make the
+// template version stamped on every pod; Watcher follows changes.
 package templates
 
 import (
@@ -80,8 +80,9 @@ type Templates struct {
 	Service *v1alpha1.ServiceTemplate
 }
 
-// Version is what pods are stamped with: the PodTemplate's resourceVersion.
-func (t *Templates) Version() string { return t.Pod.ResourceVersion }
+// Version is what pods are stamped with: both templates' resourceVersions,
+// so a change to either rolls the pods.
+func (t *Templates) Version() string { return t.Pod.ResourceVersion + "." + t.Service.ResourceVersion }
 
 // Ensure reads both templates, creating the missing ones from the defaults.
 func Ensure(ctx context.Context, c client.Client, namespace, wrapperImage string) (*Templates, error) {

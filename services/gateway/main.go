@@ -45,7 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runner (go and binary executors).")
-	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Address of the pod-manager (pod executor); empty: no pod executor.")
+	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
 	if err := grpcserving.Parse(fs, args); err != nil {
@@ -111,14 +111,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		}
 	}
 	if o.podManagerAddress != "" && !off[executortable.Pod] {
-		podConn, err := grpc.NewClient(o.podManagerAddress,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
-		if err != nil {
-			return fmt.Errorf("pod-manager address %q: %w", o.podManagerAddress, err)
+		var replicas server.Replicas
+		for _, addr := range strings.Split(o.podManagerAddress, ",") {
+			addr = strings.TrimSpace(addr)
+			if addr == "" {
+				continue
+			}
+			conn, err := grpc.NewClient(addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
+			if err != nil {
+				return fmt.Errorf("pod-manager address %q: %w", addr, err)
+			}
+			defer conn.Close()
+			replicas = append(replicas, server.Replica{Address: addr, Client: pb.NewFunctionEvaluatorClient(conn), Health: healthpb.NewHealthClient(conn)})
 		}
-		defer podConn.Close()
-		routes = append(routes, server.Route{Kind: executortable.Pod, Client: pb.NewFunctionEvaluatorClient(podConn), Health: healthpb.NewHealthClient(podConn), Unclaimed: true})
+		routes = append(routes, server.Route{Kind: executortable.Pod, Client: replicas, Health: replicas, Unclaimed: true})
 	}
 	ev := server.NewEvaluator(log, cfg, routes...)
 

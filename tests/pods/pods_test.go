@@ -69,6 +69,11 @@ type fixture struct {
 	digest  v1.Hash
 	// restartPodManager stops the pod-manager and starts it again with extra flags.
 	restartPodManager func(extra ...string) *logBuf
+	// startPodManager starts another replica with owner; it returns its address and a stop func.
+	startPodManager func(owner string) (string, func())
+	// startGateway starts a gateway in front of the given pod-manager replicas.
+	startGateway func(podManagers ...string) pb.FunctionEvaluatorClient
+	pmAddress    string
 }
 
 func freePort(t *testing.T) int {
@@ -265,11 +270,45 @@ spec:
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, pmLog)
 	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest,
+		pmAddress: "127.0.0.1:" + strconv.Itoa(pmPort),
 		restartPodManager: func(extra ...string) *logBuf {
 			stopPM()
 			l, s := startBinary(t, "FNRUNNER_POD_MANAGER", append(append([]string(nil), pmArgs...), extra...)...)
 			stopPM = s
 			return l
+		},
+		startPodManager: func(owner string) (string, func()) {
+			port := freePort(t)
+			var args []string
+			for _, a := range pmArgs {
+				switch {
+				case strings.HasPrefix(a, "--owner="):
+					a = "--owner=" + owner
+				case strings.HasPrefix(a, "--port="):
+					a = "--port=" + strconv.Itoa(port)
+				}
+				args = append(args, a)
+			}
+			_, stop := startBinary(t, "FNRUNNER_POD_MANAGER", append(args, "--warm-up-pod-cache=false")...)
+			return "127.0.0.1:" + strconv.Itoa(port), stop
+		},
+		startGateway: func(podManagers ...string) pb.FunctionEvaluatorClient {
+			port := freePort(t)
+			_, _ = startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(port), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
+				"--binary-runner-address=127.0.0.1:1", "--pod-manager-address="+strings.Join(podManagers, ","),
+				"--metrics-address=", "--log-level=WARN", "--health-interval=100ms")
+			conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			waitFor(t, "second gateway SERVING", func() bool {
+				cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				r, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+				return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+			})
+			return pb.NewFunctionEvaluatorClient(conn)
 		}}
 }
 
@@ -530,4 +569,75 @@ func TestRestartAdoptsAndWarmsUp(t *testing.T) {
 	if !rolled {
 		t.Errorf("no steady pod of the new template version")
 	}
+}
+
+// Two pod-manager replicas behind the gateway: each function is owned by
+// one replica, and restarting one never touches the other's pods.
+func TestTwoReplicasNeverFight(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	second, stopSecond := f.startPodManager("replica-1")
+	gw := f.startGateway(f.pmAddress, second)
+	images := []string{"set-namespace:v0.4.5", "steady:v1", "slow:v1"}
+	for round := 0; round < 2; round++ {
+		for _, img := range images {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, err := gw.EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + img, ResourceList: []byte(input)})
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", img, err)
+			}
+		}
+	}
+	byFunction := map[string]map[string]int{} // function → owner → pods
+	for _, p := range f.pods(t) {
+		fn := p.Name[:strings.LastIndex(p.Name, "-")]
+		if byFunction[fn] == nil {
+			byFunction[fn] = map[string]int{}
+		}
+		byFunction[fn][p.Labels["fn.kpt.dev/owner"]]++
+	}
+	owned := map[string][]string{}
+	for fn, owners := range byFunction {
+		if len(owners) != 1 {
+			t.Errorf("function %s has pods of several replicas: %v", fn, owners)
+		}
+		for o := range owners {
+			owned[o] = append(owned[o], fn)
+		}
+	}
+	// Restarting replica-1 leaves replica-0's pods alone.
+	var before []string
+	for _, p := range f.pods(t) {
+		if p.Labels["fn.kpt.dev/owner"] == "replica-0" {
+			before = append(before, p.Name)
+		}
+	}
+	stopSecond()
+	again, stopAgain := f.startPodManager("replica-1")
+	defer stopAgain()
+	// It reconciles its own pods before it serves.
+	waitServing(t, again)
+	for _, name := range before {
+		var p corev1.Pod
+		if err := f.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+			t.Errorf("replica-0's pod %s is gone after replica-1 restarted: %v", name, err)
+		}
+	}
+	t.Logf("functions per replica: %v", owned)
+}
+
+func waitServing(t *testing.T, address string) {
+	t.Helper()
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitFor(t, address+" SERVING", func() bool {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
 }

@@ -76,7 +76,7 @@ type fixture struct {
 	pmAddress    string
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -96,7 +96,7 @@ func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock()
 
 // startBinary runs a service until the test ends (or stop is called) and
 // checks it stops cleanly on SIGTERM.
-func startBinary(t *testing.T, env string, args ...string) (*logBuf, func()) {
+func startBinary(t testing.TB, env string, args ...string) (*logBuf, func()) {
 	t.Helper()
 	out := &logBuf{}
 	cmd := exec.Command(stack.Binary(t, env), args...)
@@ -125,7 +125,7 @@ func startBinary(t *testing.T, env string, args ...string) (*logBuf, func()) {
 	return out, stop
 }
 
-func start(t *testing.T) *fixture {
+func start(t testing.TB) *fixture {
 	t.Helper()
 	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{stack.Path(t, os.Getenv("FNRUNNER_CRDS"))}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -314,7 +314,7 @@ spec:
 
 const regUser, regPass = "porch", "s3cret"
 
-func push(t *testing.T, tr http.RoundTripper, ref, entrypoint string) v1.Hash {
+func push(t testing.TB, tr http.RoundTripper, ref, entrypoint string) v1.Hash {
 	t.Helper()
 	img, err := random.Image(128, 1)
 	if err != nil {
@@ -335,7 +335,7 @@ func push(t *testing.T, tr http.RoundTripper, ref, entrypoint string) v1.Hash {
 	return d
 }
 
-func waitFor(t *testing.T, what string, cond func() bool, logs ...*logBuf) {
+func waitFor(t testing.TB, what string, cond func() bool, logs ...*logBuf) {
 	t.Helper()
 	for i := 0; !cond(); i++ {
 		if i == 1500 {
@@ -349,14 +349,14 @@ func waitFor(t *testing.T, what string, cond func() bool, logs ...*logBuf) {
 	}
 }
 
-func (f *fixture) call(t *testing.T, image string) (*pb.EvaluateFunctionResponse, error) {
+func (f *fixture) call(t testing.TB, image string) (*pb.EvaluateFunctionResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return f.client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
 }
 
-func (f *fixture) pods(t *testing.T) []corev1.Pod {
+func (f *fixture) pods(t testing.TB) []corev1.Pod {
 	t.Helper()
 	var list corev1.PodList
 	if err := f.env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -365,7 +365,7 @@ func (f *fixture) pods(t *testing.T) []corev1.Pod {
 	return list.Items
 }
 
-func (f *fixture) services(t *testing.T) []corev1.Service {
+func (f *fixture) services(t testing.TB) []corev1.Service {
 	t.Helper()
 	var list corev1.ServiceList
 	if err := f.env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -627,7 +627,7 @@ func TestTwoReplicasNeverFight(t *testing.T) {
 	t.Logf("functions per replica: %v", owned)
 }
 
-func waitServing(t *testing.T, address string) {
+func waitServing(t testing.TB, address string) {
 	t.Helper()
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

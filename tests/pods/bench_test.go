@@ -1,0 +1,70 @@
+package pods_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tools/bench/load"
+)
+
+// BenchmarkPodPath prints what the pod executor costs; it asserts nothing.
+// Run it with:
+//
+//	tools/bazel test //tests/pods:pods_test --test_output=streamed --nocache_test_results \
+//	  --test_arg=-test.run=^$ --test_arg=-test.bench=PodPath --test_arg=-test.benchtime=1x
+func BenchmarkPodPath(b *testing.B) {
+	f := start(b)
+	image := f.host + "/fns/steady:v1"
+	const n = 200
+	for i := 0; i < b.N; i++ {
+		// Cold: no pod yet; pod creation, test kubelet start, readiness, call.
+		start := time.Now()
+		if _, err := f.call(b, image); err != nil {
+			b.Fatal(err)
+		}
+		cold := time.Since(start)
+
+		// Warm, through the gateway: gateway → pod-manager → wrapper-server.
+		viaGateway := load.Run(context.Background(), n, 1, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := f.gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+			return err
+		})
+		// The same pod's wrapper-server called directly.
+		var pod corev1.Pod
+		for _, p := range f.pods(b) {
+			if strings.HasPrefix(p.Name, "steady-") {
+				pod = p
+			}
+		}
+		conn, err := grpc.NewClient(pod.Status.PodIP+":9446", grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct := load.Run(context.Background(), n, 1, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			_, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+			return err
+		})
+		conn.Close()
+		if viaGateway.Errors+direct.Errors > 0 {
+			b.Fatalf("errors: gateway %v, direct %v", viaGateway.FirstError, direct.FirstError)
+		}
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		b.ReportMetric(ms(cold), "cold-ms")
+		b.ReportMetric(ms(viaGateway.P50), "gateway-p50-ms")
+		b.ReportMetric(ms(direct.P50), "direct-p50-ms")
+		b.ReportMetric(float64(viaGateway.P50)/float64(direct.P50), "gateway/direct")
+		b.Logf("cold pod to first result: %v; warm p50 via gateway %v (p99 %v), direct to the wrapper-server %v (p99 %v): %.2fx",
+			cold.Round(time.Millisecond), viaGateway.P50, viaGateway.P99, direct.P50, direct.P99, float64(viaGateway.P50)/float64(direct.P50))
+	}
+}

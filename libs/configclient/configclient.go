@@ -5,12 +5,14 @@ package configclient
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -40,6 +42,26 @@ func New(log *slog.Logger, conn grpc.ClientConnInterface, subscriber string) *Cl
 		stream:     configpb.NewExecutorConfigClient(conn),
 		subscriber: subscriber,
 		ready:      make(chan struct{}),
+	}
+}
+
+// Dial connects to the config-reconciler at address and returns a client
+// (not yet running) and a function that closes the connection.
+func Dial(log *slog.Logger, address, subscriber string) (*Client, func(), error) {
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("config-reconciler address %q: %w", address, err)
+	}
+	return New(log, conn, subscriber), func() { conn.Close() }, nil
+}
+
+// WaitReady waits for the first snapshot; false if ctx ended first.
+func (c *Client) WaitReady(ctx context.Context) bool {
+	select {
+	case <-c.ready:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

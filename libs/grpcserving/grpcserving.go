@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,15 @@ func New(log *slog.Logger, cfg Config) *Server {
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.GRPC, s.Health)
 	return s
+}
+
+// Listen opens the service's TCP listener on host:port ("" host: every interface).
+func Listen(host string, port int) (net.Listener, error) {
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, fmt.Errorf("listen on port %d: %w", port, err)
+	}
+	return lis, nil
 }
 
 // Serve serves gRPC on lis (and metrics, if configured) until ctx ends, then

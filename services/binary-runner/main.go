@@ -6,13 +6,9 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
-	"net"
 
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/configclient"
@@ -61,16 +57,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Logs go to a duplicate of stderr: fd 2 itself is captured while a
 	// starlark function runs in-process.
 	log := o.common.Logger(runner.DetachLog(stderr), "binary-runner")
-	conn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner")
 	if err != nil {
-		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+		return err
 	}
-	defer conn.Close()
-	cfg := configclient.New(log, conn, "binary-runner")
+	defer closeCfg()
 
-	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	lis, err := grpcserving.Listen("", o.port)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", o.port, err)
+		return err
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "binary-runner",
@@ -92,10 +87,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { cfg.Run(ctx); return nil })
 	g.Go(func() error {
-		select {
-		case <-cfg.Ready():
+		if cfg.WaitReady(ctx) {
 			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		case <-ctx.Done():
 		}
 		return nil
 	})

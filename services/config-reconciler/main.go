@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +15,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
@@ -79,9 +77,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
 
-	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	lis, err := grpcserving.Listen("", o.port)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", o.port, err)
+		return err
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "config-reconciler",
@@ -110,7 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return g.Wait()
 	}
 
-	restCfg, err := restConfig(o.kubeconfig)
+	restCfg, err := restconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -148,21 +146,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("watching FunctionConfigs", "namespace", o.namespace, "leaderElection", o.leaderElect)
 	g.Go(func() error { return mgr.Start(ctx) })
 	return g.Wait()
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no Kubernetes configuration (use --kubeconfig, or --config-dir for local use): %w", err)
-	}
-	return cfg, nil
 }
 
 func main() { grpcserving.Main("config-reconciler", run) }

@@ -89,12 +89,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	log := o.common.Logger(stderr, "gateway")
 
-	cfgConn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "gateway")
 	if err != nil {
-		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+		return err
 	}
-	defer cfgConn.Close()
-	cfg := configclient.New(log, cfgConn, "gateway")
+	defer closeCfg()
 
 	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -130,9 +129,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	ev := server.NewEvaluator(log, cfg, routes...)
 
-	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	lis, err := grpcserving.Listen("", o.port)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", o.port, err)
+		return err
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "gateway",

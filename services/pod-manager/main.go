@@ -6,29 +6,22 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +31,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
@@ -121,7 +115,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := o.common.Logger(stderr, "pod-manager")
-	restCfg, err := restConfig(o.kubeconfig)
+	restCfg, err := restconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -187,16 +181,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	cfgConn, err := grpc.NewClient(o.configAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "pod-manager")
 	if err != nil {
-		return fmt.Errorf("config-reconciler address %q: %w", o.configAddress, err)
+		return err
 	}
-	defer cfgConn.Close()
-	cfg := configclient.New(log, cfgConn, "pod-manager")
+	defer closeCfg()
 
-	lis, err := net.Listen("tcp", fmt.Sprintf(":%d", o.port))
+	lis, err := grpcserving.Listen("", o.port)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", o.port, err)
+		return err
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "pod-manager",
@@ -227,13 +220,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	g.Go(func() error { return mgr.Start(ctx) })
 	g.Go(func() error { cfg.Run(ctx); return nil })
 	g.Go(func() error {
-		select {
-		case <-cfg.Ready():
+		if cfg.WaitReady(ctx) {
 			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 			if o.warmUp {
 				podServer.WarmUp(ctx, log, 2*time.Minute)
 			}
-		case <-ctx.Done():
 		}
 		return nil
 	})
@@ -263,21 +254,6 @@ func ensurePullSecret(ctx context.Context, c client.Client, namespace, name, pat
 	}
 	have.Type, have.Data = want.Type, want.Data
 	return c.Update(ctx, &have)
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Clean(kubeconfig))
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return nil, errors.Join(errors.New("no Kubernetes configuration (use --kubeconfig)"), err)
-	}
-	return cfg, nil
 }
 
 func main() { grpcserving.Main("pod-manager", run) }

@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -108,9 +107,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return copySelf(o.copyTo)
 	}
 	log := o.common.Logger(stderr, "wrapper-server")
-	lis, err := net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.port)))
+	lis, err := grpcserving.Listen(o.listenHost, o.port)
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", o.port, err)
+		return err
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "wrapper-server",

@@ -40,6 +40,7 @@ type Kubelet struct {
 	next    int
 	running map[string]*exec.Cmd // by pod name
 	fail    map[string]string    // image substring → waiting reason
+	failOne map[string]string    // the same, for the first such pod only
 	started []string             // pods started, in order
 }
 
@@ -59,6 +60,17 @@ func (k *Kubelet) FailImages(substr, reason string) {
 		k.fail = map[string]string{}
 	}
 	k.fail[substr] = reason
+}
+
+// FailFirstImage makes the first pod whose image contains substr fail with
+// reason; later pods of that image run normally.
+func (k *Kubelet) FailFirstImage(substr, reason string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.failOne == nil {
+		k.failOne = map[string]string{}
+	}
+	k.failOne[substr] = reason
 }
 
 // Run plays the node until ctx ends, then stops every wrapper-server.
@@ -124,6 +136,12 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 	for substr, r := range k.fail {
 		if strings.Contains(podImage(p), substr) {
 			reason = r
+		}
+	}
+	for substr, r := range k.failOne {
+		if strings.Contains(podImage(p), substr) {
+			reason = r
+			delete(k.failOne, substr)
 		}
 	}
 	k.mu.Unlock()

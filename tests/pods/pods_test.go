@@ -151,6 +151,7 @@ func start(t testing.TB) *fixture {
 	push(t, tr, host+"/fns/crashy:v1", "/fn/set-namespace")
 	push(t, tr, host+"/fns/slow:v1", "/fn/slow")
 	push(t, tr, host+"/fns/steady:v1", "/fn/set-namespace")
+	push(t, tr, host+"/fns/flaky:v1", "/fn/set-namespace")
 
 	dir := t.TempDir()
 	tlsDir := filepath.Join(dir, "tls-secret")
@@ -245,6 +246,7 @@ spec:
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: stack.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
 		Entrypoints: map[string]string{"/fn/set-namespace": stack.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn}}
 	k.FailImages("crashy", "CrashLoopBackOff")
+	k.FailFirstImage("/fns/flaky", "ImagePullBackOff")
 	go k.Run(ctx)
 
 	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(pmPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -461,6 +463,35 @@ func TestPodExecutor(t *testing.T) {
 	// Idle pods go after their TTL (1s), with their Services.
 	waitFor(t, "idle pods and services deleted", func() bool { return len(f.pods(t)) == 0 && len(f.services(t)) == 0 })
 	waitFor(t, "wrapper-servers stopped", func() bool { return len(f.kubelet.Running()) == 0 })
+
+	// A pod that fails while calls wait on it is replaced, and the calls are
+	// answered by the replacement.
+	var flaky sync.WaitGroup
+	flakyErrs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		flaky.Add(1)
+		go func() {
+			defer flaky.Done()
+			_, err := f.call(t, f.host+"/fns/flaky:v1")
+			flakyErrs <- err
+		}()
+	}
+	flaky.Wait()
+	close(flakyErrs)
+	for err := range flakyErrs {
+		if err != nil {
+			t.Errorf("call waiting on a failed pod: %v", err)
+		}
+	}
+	flakyPods := 0
+	for _, n := range f.kubelet.StartedPods() {
+		if strings.HasPrefix(n, "flaky-") {
+			flakyPods++
+		}
+	}
+	if flakyPods != 1 {
+		t.Errorf("%d flaky pods ran, want the one replacement", flakyPods)
+	}
 
 	// A crash-looping pod is reported at once with the container's reason.
 	_, err = f.call(t, f.host+"/fns/crashy:v1")

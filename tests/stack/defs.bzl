@@ -7,16 +7,14 @@ Packages whose tests use tests/stack map go_test onto it in their BUILD file:
 
 load("@io_bazel_rules_go//go:def.bzl", "go_test")
 
-_CATALOG = "@gomod//github.com/kptdev/krm-functions-catalog/functions/go"
-
 # Function binaries in the binary-runner's functions directory, by name.
 _FUNCTIONS = {
-    "apply-replacements": _CATALOG + "/apply-replacements",
+    "apply-replacements": "//services/binary-runner/functions:apply-replacements",
     "apply-setters": "//services/binary-runner/functions/apply-setters",
     "crash": "//tests/testfns/crash",
     "hang": "//tests/testfns/hang",
-    "set-namespace": _CATALOG + "/set-namespace",
-    "starlark": _CATALOG + "/starlark",
+    "set-namespace": "//services/binary-runner/functions:set-namespace",
+    "starlark": "//services/binary-runner/functions:starlark",
 }
 
 _SERVICES = {

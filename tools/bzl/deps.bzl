@@ -4,21 +4,28 @@ label is the same in both."""
 
 load(":envtest.bzl", "envtest_assets")
 load(":go_repos.bzl", "go_mod_deps")
+load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf and @envtest."""
+    """Declares @gomod, @com_google_protobuf, @envtest and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
         name = "gomod",
         go_mod = Label("//:go.mod"),
         go_sum = Label("//:go.sum"),
-        # Embedded by //tools/codegen:controller-gen to stamp its version.
-        public_main_libraries = ["sigs.k8s.io/controller-tools/cmd/controller-gen"],
+        # Main packages embedded by our own go_binary targets (to stamp a
+        # version, or to build them pure for images).
+        public_main_libraries = [
+            "sigs.k8s.io/controller-tools/cmd/controller-gen",
+            "github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements",
+            "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace",
+            "github.com/kptdev/krm-functions-catalog/functions/go/starlark",
+        ],
     )
 
     # Debian's protoc and well-known type protos.
@@ -32,4 +39,11 @@ def fnrunner_dependencies():
         kube_apiserver_go_sum = Label("//tools/envtest:kube-apiserver.go.sum"),
         etcd_go_mod = Label("//tools/envtest:etcd.go.mod"),
         etcd_go_sum = Label("//tools/envtest:etcd.go.sum"),
+    )
+
+    # Debian's CA bundle, put into every image.
+    host_file(
+        name = "ca_certificates",
+        path = "/etc/ssl/certs/ca-certificates.crt",
+        file = "ca-certificates.crt",
     )

@@ -15,10 +15,7 @@ import (
 )
 
 // BenchmarkPodPath prints what the pod executor costs; it asserts nothing.
-// Run it with:
-//
-//	tools/bazel test //tests/pods:pods_test --test_output=streamed --nocache_test_results \
-//	  --test_arg=-test.run=^$ --test_arg=-test.bench=PodPath --test_arg=-test.benchtime=1x
+// Run it with tools/bazel run //tools/bench:pods.
 func BenchmarkPodPath(b *testing.B) {
 	f := start(b)
 	image := f.host + "/fns/steady:v1"

@@ -318,6 +318,11 @@ func (l *loop) leastLoaded(f *function) *pod {
 
 func (l *loop) assign(p *pod, r *request) {
 	r.pod = p
+	// The function's current TTL applies (an adopted pod starts with the
+	// default; a FunctionConfig may have changed it).
+	if r.fn.TTL > 0 {
+		p.ttl = r.fn.TTL
+	}
 	if p.ready {
 		p.running++
 		p.lastUsed = l.c.now()

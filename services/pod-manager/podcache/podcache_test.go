@@ -298,3 +298,20 @@ func TestRetire(t *testing.T) {
 		t.Errorf("stats after retiring: %+v", s)
 	}
 }
+
+func TestCallsRefreshTheTTL(t *testing.T) {
+	c, _, now := start(t)
+	c.Adopt("sn", "adopted", "a", time.Hour) // adopted with the default
+	waitFor(t, "adoption", func() bool { return c.Stats()["sn"].Ready == 1 })
+	short := Function{Key: "sn", MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute}
+	l, err := c.Acquire(context.Background(), short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	waitFor(t, "idle", func() bool { return c.Stats()["sn"].Running == 0 })
+	*now = now.Add(2 * time.Minute)
+	if gone := c.CollectGarbage(); len(gone) != 1 {
+		t.Errorf("collected %v: the FunctionConfig's 1m TTL did not replace the adopted pod's 1h", gone)
+	}
+}

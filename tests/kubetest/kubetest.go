@@ -50,9 +50,6 @@ type Options struct {
 	AddToScheme []func(*runtime.Scheme) error
 }
 
-// assetEnv are the variables envtest reads for each binary's path.
-var assetEnv = []string{"TEST_ASSET_KUBE_APISERVER", "TEST_ASSET_ETCD"}
-
 // Start starts kube-apiserver and etcd and stops them when the test ends. It
 // fails the test, never skips it, when the binaries cannot be found.
 func Start(t testing.TB, opts Options) *Environment {
@@ -99,7 +96,8 @@ func resolveAssets() error {
 	if ws := os.Getenv("TEST_WORKSPACE"); root != "" && ws != "" {
 		root = filepath.Join(root, ws)
 	}
-	for _, name := range assetEnv {
+	// The variables envtest reads for each binary's path.
+	for _, name := range []string{"TEST_ASSET_KUBE_APISERVER", "TEST_ASSET_ETCD"} {
 		p := os.Getenv(name)
 		if p == "" {
 			return fmt.Errorf("%s is not set: run under Bazel (tools/bazel test), or set KUBEBUILDER_ASSETS to a directory holding kube-apiserver and etcd", name)

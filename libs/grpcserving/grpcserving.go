@@ -21,6 +21,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
+// LivenessService is the gRPC health service name for liveness probes: it is
+// SERVING as long as the process serves, while the default service ("")
+// reports readiness.
+const LivenessService = "liveness"
+
 // Config says how a service's servers are set up.
 type Config struct {
 	// Name of the service, used in logs.
@@ -70,7 +75,10 @@ func New(log *slog.Logger, cfg Config) *Server {
 		Registry: reg,
 		stopping: make(chan struct{}),
 	}
+	// "" is readiness: NOT_SERVING until the service says otherwise.
+	// "liveness" is SERVING while the process serves (for liveness probes).
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.Health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(s.GRPC, s.Health)
 	return s
 }

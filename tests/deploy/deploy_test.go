@@ -1,0 +1,227 @@
+// The Kubernetes manifests in deploy/, rendered with kustomize and applied
+// with server-side apply to a real kube-apiserver; and each service's RBAC,
+// checked by impersonating its ServiceAccount.
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+	"github.com/fnrunner/fnrunner/tests/kubetest"
+)
+
+const ns = "porch-fn-system"
+
+func render(t *testing.T, overlay string) []*unstructured.Unstructured {
+	t.Helper()
+	root := os.Getenv("TEST_SRCDIR")
+	if root != "" {
+		root = filepath.Join(root, os.Getenv("TEST_WORKSPACE"))
+	} else {
+		root = "../.."
+	}
+	opts := krusty.MakeDefaultOptions()
+	// Runfiles are symlinks into the source tree.
+	opts.LoadRestrictions = types.LoadRestrictionsNone
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "deploy", "overlays", overlay))
+	if err != nil {
+		t.Fatalf("kustomize %s: %v", overlay, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		data, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+func apply(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	// CRDs and the namespace first; the rest once the CRDs serve.
+	first := func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace"
+	}
+	for _, pass := range []bool{true, false} {
+		for _, o := range objs {
+			if first(o) != pass {
+				continue
+			}
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("fnrunner-deploy-test"), client.ForceOwnership); err != nil {
+				t.Errorf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+		if pass {
+			waitCRDs(t, c)
+		}
+	}
+}
+
+func waitCRDs(t *testing.T, c client.Client) {
+	t.Helper()
+	for _, name := range []string{"functionconfigs.config.porch.kpt.dev", "servicetemplates.config.porch.kpt.dev"} {
+		for i := 0; ; i++ {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &crd); err == nil {
+				established := false
+				for _, cond := range crd.Status.Conditions {
+					if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+						established = true
+					}
+				}
+				if established {
+					break
+				}
+			}
+			if i == 500 {
+				t.Fatalf("CRD %s not established", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestOverlaysApply(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	for _, overlay := range []string{"local", "ha"} {
+		objs := render(t, overlay)
+		kinds := map[string]int{}
+		for _, o := range objs {
+			kinds[o.GetKind()]++
+		}
+		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": 4,
+			"HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 4, "Role": 2, "ServiceAccount": 4, "PodTemplate": 1, "ServiceTemplate": 1} {
+			if kinds[kind] != want {
+				t.Errorf("%s: %d %s, want %d", overlay, kinds[kind], kind, want)
+			}
+		}
+		apply(t, env.Client, objs)
+	}
+
+	// The shipped templates are the pod-manager's built-in defaults (as
+	// rendered, before the apiserver fills in its own defaults).
+	for _, o := range render(t, "local") {
+		switch o.GetKind() {
+		case "PodTemplate":
+			var pt corev1.PodTemplate
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pt); err != nil {
+				t.Fatal(err)
+			}
+			def := templates.DefaultPodTemplate(ns, "fnrunner/wrapper-server")
+			if !equality.Semantic.DeepEqual(def.Template.Spec, pt.Template.Spec) {
+				t.Errorf("deploy/base/templates.yaml differs from templates.DefaultPodTemplate:\nshipped %+v\ndefault %+v", pt.Template.Spec, def.Template.Spec)
+			}
+		case "ServiceTemplate":
+			var st v1alpha1.ServiceTemplate
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &st); err != nil {
+				t.Fatal(err)
+			}
+			if def := templates.DefaultServiceTemplate(ns); !equality.Semantic.DeepEqual(def.Template.Spec, st.Template.Spec) {
+				t.Errorf("the shipped ServiceTemplate differs from templates.DefaultServiceTemplate:\nshipped %+v\ndefault %+v", st.Template.Spec, def.Template.Spec)
+			}
+		}
+	}
+}
+
+// Each ServiceAccount may do what its service's code does, and no more.
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	apply(t, env.Client, render(t, "local"))
+	as := func(sa string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := context.Background()
+	type check struct {
+		what    string
+		allowed bool
+		do      func(c client.Client) error
+	}
+	list := func(gvk schema.GroupVersionKind) func(client.Client) error {
+		return func(c client.Client) error {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gvk)
+			return c.List(ctx, l, client.InNamespace(ns))
+		}
+	}
+	pods := schema.GroupVersionKind{Version: "v1", Kind: "PodList"}
+	secrets := schema.GroupVersionKind{Version: "v1", Kind: "SecretList"}
+	fcs := schema.GroupVersionKind{Group: "config.porch.kpt.dev", Version: "v1alpha1", Kind: "FunctionConfigList"}
+	createPod := func(c client.Client) error {
+		return c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "rbac-", Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}}}, client.DryRunAll)
+	}
+	patchStatus := func(c client.Client) error {
+		var fc v1alpha1.FunctionConfig
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "set-namespace"}, &fc); err != nil {
+			return err
+		}
+		p := client.MergeFrom(fc.DeepCopy())
+		fc.Status.Error = "rbac test"
+		return c.Status().Patch(ctx, &fc, p, client.DryRunAll)
+	}
+	for sa, checks := range map[string][]check{
+		"fnrunner-gateway": {
+			{"list pods", false, list(pods)},
+			{"list functionconfigs", false, list(fcs)},
+		},
+		"fnrunner-binary-runner": {
+			{"list pods", false, list(pods)},
+			{"list secrets", false, list(secrets)},
+		},
+		"fnrunner-config-reconciler": {
+			{"list functionconfigs", true, list(fcs)},
+			{"patch functionconfig status", true, patchStatus},
+			{"list pods", false, list(pods)},
+			{"create pods", false, createPod},
+		},
+		"fnrunner-pod-manager": {
+			{"create pods", true, createPod},
+			{"list pods", true, list(pods)},
+			{"list functionconfigs", false, list(fcs)},
+			{"patch functionconfig status", false, patchStatus},
+		},
+	} {
+		c := as(sa)
+		for _, ch := range checks {
+			err := ch.do(c)
+			switch {
+			case ch.allowed && err != nil:
+				t.Errorf("%s cannot %s: %v", sa, ch.what, err)
+			case !ch.allowed && !apierrors.IsForbidden(err):
+				t.Errorf("%s can %s (err %v), and should not", sa, ch.what, err)
+			}
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -45,10 +44,11 @@ func New(log *slog.Logger, conn grpc.ClientConnInterface, subscriber string) *Cl
 	}
 }
 
-// Dial connects to the config-reconciler at address and returns a client
-// (not yet running) and a function that closes the connection.
-func Dial(log *slog.Logger, address, subscriber string) (*Client, func(), error) {
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// Dial connects to the config-reconciler at address with the given transport
+// credentials and returns a client (not yet running) and a function that
+// closes the connection.
+func Dial(log *slog.Logger, address, subscriber string, creds grpc.DialOption) (*Client, func(), error) {
+	conn, err := grpc.NewClient(address, creds)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config-reconciler address %q: %w", address, err)
 	}

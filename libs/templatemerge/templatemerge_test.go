@@ -15,7 +15,7 @@ func base() *corev1.PodTemplateSpec {
 	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		ServiceAccountName: "default-fn",
 		SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532)},
-		InitContainers: []corev1.Container{{Name: "copy-wrapper", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+		InitContainers:     []corev1.Container{{Name: "copy-wrapper", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
 		Containers: []corev1.Container{{
 			Name: FunctionContainer,
 			Env:  []corev1.EnvVar{{Name: "KEEP", Value: "template"}, {Name: "OVERRIDE", Value: "template"}},

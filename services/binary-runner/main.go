@@ -20,6 +20,7 @@ import (
 )
 
 type options struct {
+	tls                grpcserving.TLSFlags
 	common             grpcserving.Flags
 	port               int
 	configAddress      string
@@ -36,6 +37,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	grpcserving.Usage(fs, "Runs KRM functions for the gateway: linked-in catalog functions in-process (go executor) and\nfunction binaries from --functions (binary executor), as the config-reconciler's executor table says.")
 	o.common.Register(fs, ":9092")
+	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9448, "TCP port of the internal executor service (evaluator.FunctionEvaluator) and gRPC health.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.functions, "functions", "./functions", "Directory of function binaries; relative binaryExecutor paths are resolved here.")
@@ -56,8 +58,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// Logs go to a duplicate of stderr: fd 2 itself is captured while a
 	// starlark function runs in-process.
+	dialCreds, err := o.tls.DialOption()
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
 	log := o.common.Logger(runner.DetachLog(stderr), "binary-runner")
-	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner")
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner", dialCreds)
 	if err != nil {
 		return err
 	}
@@ -67,8 +73,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	serverOpts, err := o.tls.ServerOptions()
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "binary-runner",
+		ServerOptions:  serverOpts,
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,

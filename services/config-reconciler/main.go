@@ -23,8 +23,8 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
-	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/restconfig"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
@@ -33,6 +33,7 @@ import (
 )
 
 type options struct {
+	tls                grpcserving.TLSFlags
 	common             grpcserving.Flags
 	port               int
 	namespace          string
@@ -52,6 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	grpcserving.Usage(fs, "Watches FunctionConfigs in --namespace (or reads them from --config-dir), writes their status,\nand streams the executor table to the gateway and the runners on --port.")
 	o.common.Register(fs, ":9091")
+	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9447, "TCP port of the internal gRPC service that streams the executor table (and gRPC health).")
 	fs.StringVar(&o.namespace, "namespace", "porch-fn-system", "Namespace whose FunctionConfigs are watched; in --config-dir mode, the namespace given to files' objects without one.")
 	fs.StringVar(&o.configDir, "config-dir", "", "Read FunctionConfig YAML files from this directory (reloaded on change) instead of watching a cluster. For local use.")
@@ -81,8 +83,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	serverOpts, err := o.tls.ServerOptions()
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "config-reconciler",
+		ServerOptions:  serverOpts,
 		MaxMessageSize: o.maxMessageSize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,

@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/configclient"
@@ -25,6 +24,7 @@ import (
 )
 
 type options struct {
+	tls                 grpcserving.TLSFlags
 	common              grpcserving.Flags
 	port                int
 	maxRequestBodySize  int
@@ -41,6 +41,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	grpcserving.Usage(fs, "Serves porch's evaluator.FunctionEvaluator/EvaluateFunction and routes each call to an executor:\ngo, then binary, then pod; only NotFound falls through to the next.")
 	o.common.Register(fs, ":9090")
+	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9445, "TCP port of the porch-facing gRPC service (evaluator.FunctionEvaluator and grpc.health.v1.Health). 0 picks a free port.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
@@ -87,16 +88,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return grpcserving.FlagError(err)
 	}
+	dialCreds, err := o.tls.DialOption()
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
 	log := o.common.Logger(stderr, "gateway")
 
-	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "gateway")
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "gateway", dialCreds)
 	if err != nil {
 		return err
 	}
 	defer closeCfg()
 
 	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
 	if err != nil {
 		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
@@ -117,7 +122,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 				continue
 			}
 			conn, err := grpc.NewClient(addr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				dialCreds,
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
 			if err != nil {
 				return fmt.Errorf("pod-manager address %q: %w", addr, err)

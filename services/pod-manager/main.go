@@ -31,8 +31,8 @@ import (
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
-	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
+	"github.com/fnrunner/fnrunner/libs/restconfig"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
@@ -41,6 +41,7 @@ import (
 )
 
 type options struct {
+	tls                      grpcserving.TLSFlags
 	common                   grpcserving.Flags
 	port                     int
 	configAddress            string
@@ -71,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	grpcserving.Usage(fs, "Runs KRM functions in pods for the gateway: pods and Services from templates plus per-function\noverrides, a pod cache with TTL garbage collection, calls forwarded to each pod's wrapper-server.")
 	o.common.Register(fs, ":9093")
+	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9449, "TCP port of the internal executor service (evaluator.FunctionEvaluator) and gRPC health.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.podNamespace, "pod-namespace", "porch-fn-system", "Namespace of the function pods, their Services and the templates.")
@@ -113,6 +115,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	dialCreds, err := o.tls.DialOption()
+	if err != nil {
+		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "pod-manager")
 	restCfg, err := restconfig.Load(o.kubeconfig)
@@ -181,7 +187,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "pod-manager")
+	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "pod-manager", dialCreds)
 	if err != nil {
 		return err
 	}
@@ -191,8 +197,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	serverOpts, err := o.tls.ServerOptions()
+	if err != nil {
+		return grpcserving.FlagError(err)
+	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "pod-manager",
+		ServerOptions:  serverOpts,
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,

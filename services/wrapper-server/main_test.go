@@ -27,7 +27,9 @@ func TestServesTheEntrypoint(t *testing.T) {
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	var logs bytes.Buffer
-	go func() { done <- serve(ctx, []string{"--port=0", "--", "/bin/sh", "-c", "cat; echo ran >&2"}, &logs, ready) }()
+	go func() {
+		done <- serve(ctx, []string{"--port=0", "--", "/bin/sh", "-c", "cat; echo ran >&2"}, &logs, ready)
+	}()
 	addr := <-ready
 	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fnrunner/fnrunner/tests/stack"
+	"github.com/fnrunner/fnrunner/tests/testcerts"
 )
 
 // Every service explains each of its flags.
@@ -93,5 +94,17 @@ func TestMetricsAndSIGTERM(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"msg":"stopped"`) {
 		t.Errorf("no drain log:\n%s", out.String())
+	}
+}
+
+// With mutual TLS between the internal services, calls work end to end;
+// porch still talks plaintext to the gateway.
+func TestMutualTLSBetweenServices(t *testing.T) {
+	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
+	s := stack.Start(t, stack.Options{InternalArgs: certs.Args()})
+	for _, executor := range []string{"set-namespace:v0.4.5", "apply-setters:v0.2.2"} {
+		if _, err := call(t, s, executor, input, time.Minute); err != nil {
+			t.Errorf("%s with mutual TLS: %v", executor, err)
+		}
 	}
 }

@@ -36,6 +36,8 @@ type Options struct {
 	Functions map[string]string
 	// GatewayArgs and BinaryRunnerArgs are added to those services' flags.
 	GatewayArgs, BinaryRunnerArgs []string
+	// InternalArgs are added to every service's flags (e.g. --tls-*).
+	InternalArgs []string
 }
 
 // Stack is a running set of services.
@@ -122,6 +124,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		FunctionsDir:     functionsDir,
 		GatewayArgs:      opts.GatewayArgs,
 		BinaryRunnerArgs: opts.BinaryRunnerArgs,
+		InternalArgs:     opts.InternalArgs,
 	})
 	s := &Stack{Stack: ls, ConfigDir: configDir, FunctionsDir: functionsDir}
 	t.Cleanup(func() {

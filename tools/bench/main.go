@@ -215,4 +215,3 @@ func GenerateResourceList(size int) []byte {
 	b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    namespace: bench\n")
 	return []byte(b.String())
 }
-

@@ -44,6 +44,8 @@ type Config struct {
 	Output io.Writer
 	// GatewayArgs and BinaryRunnerArgs are added to those services' flags.
 	GatewayArgs, BinaryRunnerArgs []string
+	// InternalArgs are added to all three (e.g. the --tls-* flags).
+	InternalArgs []string
 }
 
 // Stack is the running services.
@@ -80,7 +82,7 @@ func Start(cfg Config) (*Stack, error) {
 	}
 	loop := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
 	s := &Stack{GatewayAddress: loop(cfg.GatewayPort)}
-	common := []string{"--metrics-address=", "--log-level=" + cfg.LogLevel}
+	common := append([]string{"--metrics-address=", "--log-level=" + cfg.LogLevel}, cfg.InternalArgs...)
 	steps := []struct {
 		name, bin string
 		args      []string

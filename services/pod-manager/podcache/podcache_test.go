@@ -10,10 +10,10 @@ import (
 )
 
 type fakeBackend struct {
-	mu      sync.Mutex
-	n       int
-	created []string
-	deleted []string
+	mu       sync.Mutex
+	n        int
+	created  []string
+	deleted  []string
 	failNext error
 }
 

@@ -5,12 +5,12 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -191,6 +192,19 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		fc.Status.Error = "rbac test"
 		return c.Status().Patch(ctx, &fc, p, client.DryRunAll)
 	}
+	dry := client.DryRunAll
+	create := func(o client.Object) func(client.Client) error {
+		return func(c client.Client) error { return c.Create(ctx, o.DeepCopyObject().(client.Object), dry) }
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "rbac-svc", Namespace: ns}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 9446}}}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-secret", Namespace: ns}}
+	podTemplate := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "rbac-pt", Namespace: ns}, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "x"}}}}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "rbac-lease", Namespace: ns}}
+	slices := schema.GroupVersionKind{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSliceList"}
+	sts := schema.GroupVersionKind{Group: "config.porch.kpt.dev", Version: "v1alpha1", Kind: "ServiceTemplateList"}
+	deleteFC := func(c client.Client) error {
+		return c.Delete(ctx, &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Name: "set-namespace", Namespace: ns}}, dry)
+	}
 	for sa, checks := range map[string][]check{
 		"fnrunner-gateway": {
 			{"list pods", false, list(pods)},
@@ -203,14 +217,24 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"fnrunner-config-reconciler": {
 			{"list functionconfigs", true, list(fcs)},
 			{"patch functionconfig status", true, patchStatus},
+			{"create a leader election lease", true, create(lease)},
+			{"delete functionconfigs", false, deleteFC},
 			{"list pods", false, list(pods)},
 			{"create pods", false, createPod},
+			{"list secrets", false, list(secrets)},
 		},
 		"fnrunner-pod-manager": {
 			{"create pods", true, createPod},
 			{"list pods", true, list(pods)},
+			{"create services", true, create(svc)},
+			{"create the pull secret", true, create(secret)},
+			{"create the pod template", true, create(podTemplate)},
+			{"list service templates", true, list(sts)},
+			{"list endpointslices", true, list(slices)},
+			{"list secrets", false, list(secrets)},
 			{"list functionconfigs", false, list(fcs)},
 			{"patch functionconfig status", false, patchStatus},
+			{"create leases", false, create(lease)},
 		},
 	} {
 		c := as(sa)

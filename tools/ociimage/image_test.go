@@ -193,3 +193,20 @@ func runfile(t *testing.T, p string) string {
 	}
 	return p
 }
+
+func TestRevisionFromWorkspaceStatus(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho STABLE_VERSION 0.1.0\necho STABLE_GIT_COMMIT abc123-dirty\n"
+	if err := os.WriteFile(filepath.Join(dir, "tools", "workspace_status.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := revision(dir); got != "abc123-dirty" {
+		t.Errorf("revision = %q", got)
+	}
+	if got := revision(t.TempDir()); got != "" {
+		t.Errorf("revision without a status command = %q", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&out, "tarball", "", "Write the image as a docker/OCI tarball to this file.")
 	fs.StringVar(&repository, "repository", "", "Push to this repository, e.g. registry.example.com/fnrunner/gateway.")
 	fs.StringVar(&tag, "tag", "latest", "Tag to push.")
-	fs.StringVar(&revisionDir, "revision-from", os.Getenv("BUILD_WORKSPACE_DIRECTORY"), "Git work tree whose HEAD (with -dirty) becomes the org.opencontainers.image.revision label. Empty: no label.")
+	fs.StringVar(&revisionDir, "revision-from", os.Getenv("BUILD_WORKSPACE_DIRECTORY"), "Workspace whose status (tools/workspace_status.sh: STABLE_GIT_COMMIT) becomes the org.opencontainers.image.revision label. Empty: no label.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,17 +121,21 @@ func push(img v1.Image, repository, tag string, digest v1.Hash, stdout io.Writer
 	return nil
 }
 
-// revision is dir's git HEAD, with -dirty when the tree has changes.
+// revision is STABLE_GIT_COMMIT from the workspace status command Bazel
+// stamps with (tools/workspace_status.sh: git HEAD, -dirty when modified).
 func revision(dir string) string {
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	cmd := exec.Command(filepath.Join(dir, "tools", "workspace_status.sh"))
+	cmd.Dir = dir
+	out, err := cmd.Output()
 	if err != nil {
 		return ""
 	}
-	rev := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "-C", dir, "status", "--porcelain").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-		rev += "-dirty"
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == "STABLE_GIT_COMMIT" {
+			return strings.TrimSpace(v)
+		}
 	}
-	return rev
+	return ""
 }
 
 func main() {

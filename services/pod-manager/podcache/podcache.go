@@ -422,12 +422,8 @@ func (l *loop) handle(e event) {
 	}
 }
 
-// remove forgets a failed pod, deletes it, and places its waiting calls again.
-func (l *loop) remove(p *pod, err error) {
-	if p.name != "" {
-		delete(l.pods, p.name)
-		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
-	}
+// drop forgets a pod and deletes it (if it was created).
+func (l *loop) drop(p *pod) {
 	f := l.fn(p.fn)
 	for i, q := range f.pods {
 		if q == p {
@@ -435,6 +431,15 @@ func (l *loop) remove(p *pod, err error) {
 			break
 		}
 	}
+	if p.name != "" {
+		delete(l.pods, p.name)
+		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
+	}
+}
+
+// remove drops a failed pod and places its waiting calls again.
+func (l *loop) remove(p *pod, err error) {
+	l.drop(p)
 	waiting := p.waiting
 	p.waiting = nil
 	for _, r := range waiting {
@@ -453,15 +458,7 @@ func (l *loop) retireIfIdle(p *pod) {
 	if !p.retired || p.load() > 0 || p.name == "" {
 		return
 	}
-	delete(l.pods, p.name)
-	f := l.fn(p.fn)
-	for i, q := range f.pods {
-		if q == p {
-			f.pods = append(f.pods[:i], f.pods[i+1:]...)
-			break
-		}
-	}
-	go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
+	l.drop(p)
 }
 
 func (l *loop) cancel(r *request) {
@@ -481,17 +478,12 @@ func (l *loop) collect() []string {
 	var gone []string
 	now := l.c.now()
 	for _, f := range l.fns {
-		kept := f.pods[:0]
-		for _, p := range f.pods {
+		for _, p := range append([]*pod(nil), f.pods...) {
 			if p.ready && p.load() == 0 && now.Sub(p.lastUsed) > p.ttl {
-				delete(l.pods, p.name)
 				gone = append(gone, p.name)
-				go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
-				continue
+				l.drop(p)
 			}
-			kept = append(kept, p)
 		}
-		f.pods = kept
 	}
 	return gone
 }

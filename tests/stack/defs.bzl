@@ -6,22 +6,16 @@ Packages whose tests use tests/stack map go_test onto it in their BUILD file:
 """
 
 load("@io_bazel_rules_go//go:def.bzl", "go_test")
+load("//tools/bzl:binaries.bzl", "FUNCTIONS", "SERVICES")
 
 # Function binaries in the binary-runner's functions directory, by name.
-_FUNCTIONS = {
-    "apply-replacements": "//services/binary-runner/functions:apply-replacements",
-    "apply-setters": "//services/binary-runner/functions/apply-setters",
+# The test functions come on top of the catalog's.
+_FUNCTIONS = dict(FUNCTIONS, **{
     "crash": "//tests/testfns/crash",
     "hang": "//tests/testfns/hang",
-    "set-namespace": "//services/binary-runner/functions:set-namespace",
-    "starlark": "//services/binary-runner/functions:starlark",
-}
+})
 
-_SERVICES = {
-    "FNRUNNER_BINARY_RUNNER": "//services/binary-runner",
-    "FNRUNNER_CONFIG_RECONCILER": "//services/config-reconciler",
-    "FNRUNNER_GATEWAY": "//services/gateway",
-}
+_SERVICES = {"FNRUNNER_" + name.upper().replace("-", "_"): label for name, label in SERVICES.items()}
 
 def stack_go_test(name, data = [], env = {}, **kwargs):
     """go_test with the service binaries, function binaries and local FunctionConfigs.

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -180,4 +182,26 @@ func (b *cappedBuffer) BytesWithNote() []byte {
 		return b.buf.Bytes()
 	}
 	return append(b.buf.Bytes(), fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
+}
+
+// ResolveBinary turns a binaryExecutor path into the binary to run: a
+// relative path is taken inside dir and may not leave it; an absolute path
+// only when allowAbsolute. The config-reconciler reports the same errors in
+// FunctionConfig status that the binary-runner enforces.
+func ResolveBinary(dir, path string, allowAbsolute bool) (string, error) {
+	clean := filepath.Clean(path)
+	if filepath.IsAbs(clean) {
+		if !allowAbsolute {
+			return "", fmt.Errorf("binary path %q is absolute, and absolute paths are not allowed (--allow-absolute-binary-paths)", path)
+		}
+		return clean, nil
+	}
+	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("binary path %q leaves the functions directory", path)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(abs, clean), nil
 }

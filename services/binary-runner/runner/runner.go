@@ -7,9 +7,7 @@ package runner
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime/debug"
-	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"google.golang.org/grpc/codes"
@@ -99,24 +97,9 @@ func (r *Runner) runBinary(ctx context.Context, req *pb.EvaluateFunctionRequest,
 	return fnexec.Respond(req.GetImage(), res, err)
 }
 
-// resolve turns a table path into the binary to run, refusing paths that
-// leave the functions directory unless absolute paths are allowed.
+// resolve turns a table path into the binary to run (fnexec.ResolveBinary).
 func (r *Runner) resolve(path string) (string, error) {
-	clean := filepath.Clean(path)
-	if filepath.IsAbs(clean) {
-		if !r.opts.AllowAbsolutePaths {
-			return "", fmt.Errorf("binary path %q is absolute and --allow-absolute-binary-paths is off", path)
-		}
-		return clean, nil
-	}
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("binary path %q leaves the functions directory", path)
-	}
-	dir, err := filepath.Abs(r.opts.FunctionsDir)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(dir, clean), nil
+	return fnexec.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
 }
 
 // runGo runs a linked-in function as its binary would (fn.Run), but in this

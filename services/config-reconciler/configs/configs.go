@@ -16,6 +16,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/fnexec"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 )
 
@@ -111,8 +112,10 @@ func Convert(fc *v1alpha1.FunctionConfig, opts Options) (*configpb.FunctionConfi
 		case len(b.Tags) == 0:
 			problems = append(problems, "spec.binaryExecutor.tags must not be empty")
 		default:
-			if p := binaryPathProblem(b.Path, opts.AllowAbsoluteBinaryPaths); p != "" {
-				problems = append(problems, p)
+			if strings.TrimSpace(b.Path) == "" {
+				problems = append(problems, "spec.binaryExecutor.path must not be empty")
+			} else if _, err := fnexec.ResolveBinary("", b.Path, opts.AllowAbsoluteBinaryPaths); err != nil {
+				problems = append(problems, "spec.binaryExecutor.path: "+err.Error())
 			} else {
 				out.Binary = &configpb.BinaryExecutor{Tags: b.Tags, Path: filepath.Clean(b.Path)}
 			}
@@ -149,22 +152,4 @@ func Convert(fc *v1alpha1.FunctionConfig, opts Options) (*configpb.FunctionConfi
 		return nil, problems
 	}
 	return out, problems
-}
-
-// binaryPathProblem says what is wrong with a binaryExecutor.path, or "".
-func binaryPathProblem(path string, allowAbsolute bool) string {
-	if strings.TrimSpace(path) == "" {
-		return "spec.binaryExecutor.path must not be empty"
-	}
-	clean := filepath.Clean(path)
-	if filepath.IsAbs(clean) {
-		if !allowAbsolute {
-			return fmt.Sprintf("spec.binaryExecutor.path %q is absolute, and absolute paths are not allowed (--allow-absolute-binary-paths)", path)
-		}
-		return ""
-	}
-	if clean == ".." || strings.HasPrefix(clean, "../") || clean == "." {
-		return fmt.Sprintf("spec.binaryExecutor.path %q leaves the functions directory", path)
-	}
-	return ""
 }

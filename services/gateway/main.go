@@ -33,6 +33,7 @@ type options struct {
 	podManagerAddress   string
 	disableRuntimes     string
 	healthInterval      time.Duration
+	connectWait         time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -49,6 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
+	fs.DurationVar(&o.connectWait, "executor-connect-timeout", 10*time.Second, "How long a call waits for a connection to its executor service (e.g. while it restarts) before Unavailable. A call is never sent twice: one whose connection breaks after it was sent fails with Unavailable.")
 	if err := grpcserving.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -100,9 +102,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	defer closeCfg()
 
-	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress,
-		dialCreds,
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
+	executorDial := append([]grpc.DialOption{dialCreds,
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
+		server.ExecutorDialOptions(o.connectWait)...)
+	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress, executorDial...)
 	if err != nil {
 		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
 	}
@@ -121,9 +124,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 			if addr == "" {
 				continue
 			}
-			conn, err := grpc.NewClient(addr,
-				dialCreds,
-				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize)))
+			conn, err := grpc.NewClient(addr, executorDial...)
 			if err != nil {
 				return fmt.Errorf("pod-manager address %q: %w", addr, err)
 			}

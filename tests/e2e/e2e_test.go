@@ -5,7 +5,6 @@ package e2e_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/stack"
+	"github.com/fnrunner/fnrunner/tools/procstat"
 )
 
 const testFunctions = `apiVersion: config.porch.kpt.dev/v1alpha1
@@ -106,37 +106,6 @@ func TestCatalogFunctionsThroughEachExecutor(t *testing.T) {
 	}
 }
 
-func TestBadInputs(t *testing.T) {
-	s := stack.Start(t, stack.Options{})
-	for _, tc := range []struct {
-		name, image, rl string
-		want            codes.Code
-	}{
-		{"unknown image", "ghcr.io/example/no-such-function:v1", input, codes.NotFound},
-		{"malformed YAML", "set-namespace:v0.4.5", "{{{ this: is [not yaml", codes.InvalidArgument},
-		{"not a ResourceList", "set-namespace:v0.4.5", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", codes.InvalidArgument},
-		{"empty body", "set-namespace:v0.4.5", "", codes.InvalidArgument},
-		{"image with spaces", "set namespace:v0.4.5", input, codes.InvalidArgument},
-		{"uppercase image", "Set-Namespace:v0.4.5", input, codes.InvalidArgument},
-		{"empty image", "", input, codes.InvalidArgument},
-	} {
-		_, err := call(t, s, tc.image, tc.rl, time.Minute)
-		if status.Code(err) != tc.want || status.Convert(err).Message() == "" {
-			t.Errorf("%s: %v, want %v with a message", tc.name, err, tc.want)
-		}
-	}
-
-	// A request over the 6 MiB limit is refused with ResourceExhausted.
-	big := input + "# " + strings.Repeat("x", 7<<20) + "\n"
-	if _, err := call(t, s, "set-namespace:v0.4.5", big, time.Minute); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("7 MiB request: %v, want ResourceExhausted", err)
-	}
-	// The gateway still serves after all that.
-	if _, err := call(t, s, "set-namespace:v0.4.5", input, time.Minute); err != nil {
-		t.Errorf("after bad inputs: %v", err)
-	}
-}
-
 func TestFailingFunctions(t *testing.T) {
 	s := stack.Start(t, stack.Options{Configs: map[string]string{"test-functions.yaml": testFunctions}})
 
@@ -168,31 +137,10 @@ func TestFailingFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; len(running(hang)) > 0; i++ {
+	for i := 0; len(procstat.Running(hang)) > 0; i++ {
 		if i == 250 {
-			t.Fatalf("processes of the hanging function still run %v after its deadline: %v", time.Since(start), running(hang))
+			t.Fatalf("processes of the hanging function still run %v after its deadline: %v", time.Since(start), procstat.Running(hang))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// running lists the pids of live (not zombie) processes running exe.
-func running(exe string) []string {
-	var pids []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err != nil || target != exe {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if i := strings.LastIndex(string(stat), ")"); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-			continue
-		}
-		pids = append(pids, e.Name())
-	}
-	return pids
 }

@@ -57,9 +57,13 @@ type Stack struct {
 
 type process struct {
 	name string
+	bin  string
+	args []string
 	cmd  *exec.Cmd
 	out  *logBuffer
-	done chan error
+	// killed: stopped by Kill, so a non-zero exit is expected.
+	killed bool
+	done   chan error
 }
 
 // Start starts the services. Call Stop (also after an error) to end them.
@@ -165,6 +169,57 @@ func (s *Stack) StopService(name string, timeout time.Duration) error {
 	return fmt.Errorf("no service %q", name)
 }
 
+// Kill sends SIGKILL to one service, as a crash or an OOM kill would, and
+// waits for it to be gone; Restart starts it again.
+func (s *Stack) Kill(name string) error {
+	p, err := s.find(name)
+	if err != nil {
+		return err
+	}
+	p.killed = true
+	_ = p.cmd.Process.Kill()
+	err = <-p.done
+	p.done <- err
+	return nil
+}
+
+// Restart starts a service that was killed again, with the same flags (and
+// so the same port).
+func (s *Stack) Restart(name string) error {
+	for i, p := range s.procs {
+		if p.name != name {
+			continue
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+		default:
+			return fmt.Errorf("%s is still running", name)
+		}
+		s.procs = append(s.procs[:i:i], s.procs[i+1:]...)
+		return s.startWith(p.name, p.bin, p.out, p.args...)
+	}
+	return fmt.Errorf("no service %q", name)
+}
+
+// Pid is the process id of a service, e.g. to read its /proc entries.
+func (s *Stack) Pid(name string) (int, error) {
+	p, err := s.find(name)
+	if err != nil {
+		return 0, err
+	}
+	return p.cmd.Process.Pid, nil
+}
+
+func (s *Stack) find(name string) (*process, error) {
+	for _, p := range s.procs {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no service %q", name)
+}
+
 // Stop sends SIGTERM to every service, the last started first, and reports
 // any that did not exit cleanly within timeout.
 func (s *Stack) Stop(timeout time.Duration) error {
@@ -174,6 +229,10 @@ func (s *Stack) Stop(timeout time.Duration) error {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case err := <-p.done:
+			if err != nil && p.killed {
+				// A service killed on purpose (Kill) and not restarted.
+				continue
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s did not exit cleanly on SIGTERM: %w\n%s", p.name, err, p.out.String()))
 			}
@@ -187,13 +246,16 @@ func (s *Stack) Stop(timeout time.Duration) error {
 }
 
 func (s *Stack) start(name, bin string, echo io.Writer, args ...string) error {
-	out := &logBuffer{prefix: name + ": ", echo: echo}
+	return s.startWith(name, bin, &logBuffer{prefix: name + ": ", echo: echo}, args...)
+}
+
+func (s *Stack) startWith(name, bin string, out *logBuffer, args ...string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, out: out, done: make(chan error, 1)}
+	p := &process{name: name, bin: bin, args: args, cmd: cmd, out: out, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	s.procs = append(s.procs, p)
 	return nil

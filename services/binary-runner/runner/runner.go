@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"google.golang.org/grpc/codes"
@@ -25,7 +26,13 @@ import (
 // Tables gives the current executor table; *configclient.Client implements it.
 type Tables interface {
 	Tables() *executortable.Tables
+	// WaitReady waits for the first table; false if ctx ended first.
+	WaitReady(ctx context.Context) bool
 }
+
+// tableWait is how long a call that arrives before the first executor table
+// (just after a restart) waits for it.
+const tableWait = 10 * time.Second
 
 // Options configure the runner.
 type Options struct {
@@ -57,7 +64,12 @@ func New(tables Tables, functions map[string]catalog.Function, opts Options) *Ru
 func (r *Runner) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
 	tables := r.tables.Tables()
 	if tables == nil {
-		return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?)")
+		wctx, cancel := context.WithTimeout(ctx, tableWait)
+		r.tables.WaitReady(wctx)
+		cancel()
+		if tables = r.tables.Tables(); tables == nil {
+			return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		}
 	}
 	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
 	if err != nil {

@@ -21,6 +21,8 @@ type fixedTables struct{ t *executortable.Tables }
 
 func (f fixedTables) Tables() *executortable.Tables { return f.t }
 
+func (f fixedTables) WaitReady(context.Context) bool { return f.t != nil }
+
 func newRunner(functions map[string]catalog.Function, entries ...*configpb.FunctionConfig) *Runner {
 	return New(fixedTables{executortable.Build(&configpb.Snapshot{Version: 1, Functions: entries})}, functions,
 		Options{FunctionsDir: "/nonexistent", Exec: fnexec.Options{MaxLogBytes: 1 << 20}, MaxOutputBytes: 1 << 20})

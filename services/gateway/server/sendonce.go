@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+)
+
+// ExecutorDialOptions are the dial options for the connections to executor
+// services: reconnect quickly after an executor restarts (gRPC's default
+// backoff grows to two minutes), and send each EvaluateFunction once
+// (SendOnce).
+func ExecutorDialOptions(connectWait time.Duration) []grpc.DialOption {
+	bo := backoff.DefaultConfig
+	bo.BaseDelay, bo.MaxDelay = 50*time.Millisecond, time.Second
+	return []grpc.DialOption{
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithChainUnaryInterceptor(SendOnce(connectWait)),
+	}
+}
+
+// SendOnce is the client interceptor for EvaluateFunction calls to an
+// executor service. It separates the two ways such a call can fail for want
+// of a connection:
+//
+//   - Before it is sent (the executor is restarting, or not up yet): the
+//     call waits up to connectWait for the connection and is then sent with
+//     WaitForReady, so gRPC holds it rather than failing it while the
+//     connection is re-established. Nothing ran yet, so waiting is safe.
+//   - After it is sent (the executor died mid-call): the function may have
+//     run, so the call is not repeated; the caller gets Unavailable saying so.
+func SendOnce(connectWait time.Duration) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		if err := waitReady(ctx, cc, connectWait); err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return status.Errorf(codes.Unavailable, "executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
+		}
+		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
+		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+			return status.Errorf(codes.Unavailable, "executor service %s: %s (the call had been sent, so it was not repeated: the function may have run)",
+				cc.Target(), status.Convert(err).Message())
+		}
+		return err
+	}
+}
+
+// waitReady waits until cc is connected, for at most max.
+func waitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Shutdown:
+			return errors.New("connection closed")
+		case connectivity.Idle:
+			cc.Connect()
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}

@@ -12,7 +12,9 @@ load("//tools/bzl:binaries.bzl", "FUNCTIONS", "SERVICES")
 # The test functions come on top of the catalog's.
 _FUNCTIONS = dict(FUNCTIONS, **{
     "crash": "//tests/testfns/crash",
+    "flood": "//tests/testfns/flood",
     "hang": "//tests/testfns/hang",
+    "orphan": "//tests/testfns/orphan",
 })
 
 _SERVICES = {"FNRUNNER_" + name.upper().replace("-", "_"): label for name, label in SERVICES.items()}

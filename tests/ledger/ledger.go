@@ -1,0 +1,176 @@
+// Package ledger runs calls under load and accounts for every one of them:
+// sent, answered OK, answered with an error status, unanswered (no answer
+// within the call's deadline plus a grace period) and answered twice. A
+// load or fault test then asserts on the account, never on durations.
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Call is one request; i numbers it from 0. It returns the call's error.
+type Call func(ctx context.Context, i int) error
+
+// Options shape a run.
+type Options struct {
+	// Calls in all, and at most Concurrency of them in flight.
+	Calls, Concurrency int
+	// Deadline of each call (default one minute).
+	Deadline time.Duration
+	// Grace after a call's deadline before it counts as unanswered
+	// (default 30 s).
+	Grace time.Duration
+}
+
+// Report is the account of a run.
+type Report struct {
+	Sent, OK, Failed, Unanswered, Twice int
+	// Codes counts the error answers by status code.
+	Codes map[codes.Code]int
+	// Unclear are error answers that are not a gRPC status with a message.
+	Unclear []error
+	// Errors holds the first error answer of each code, for messages.
+	Errors map[codes.Code]error
+}
+
+func (r *Report) String() string {
+	var cs []string
+	for c, n := range r.Codes {
+		cs = append(cs, fmt.Sprintf("%v=%d", c, n))
+	}
+	sort.Strings(cs)
+	return fmt.Sprintf("sent=%d ok=%d error=%d unanswered=%d twice=%d codes={%s}", r.Sent, r.OK, r.Failed, r.Unanswered, r.Twice, strings.Join(cs, " "))
+}
+
+// Run makes the calls and accounts for them.
+func Run(ctx context.Context, opts Options, call Call) *Report {
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	if opts.Deadline <= 0 {
+		opts.Deadline = time.Minute
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 30 * time.Second
+	}
+	r := &Report{Codes: map[codes.Code]int{}, Errors: map[codes.Code]error{}}
+	var mu sync.Mutex
+	answers := make([]int, opts.Calls)
+	answer := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		answers[i]++
+		if answers[i] > 1 {
+			return
+		}
+		if err == nil {
+			r.OK++
+			return
+		}
+		r.Failed++
+		st, ok := status.FromError(err)
+		if !ok || st.Code() == codes.Unknown || !clear(st) {
+			r.Unclear = append(r.Unclear, err)
+		}
+		r.Codes[st.Code()]++
+		if r.Errors[st.Code()] == nil {
+			r.Errors[st.Code()] = err
+		}
+	}
+
+	slots := make(chan struct{}, opts.Concurrency)
+	var all sync.WaitGroup
+	for i := 0; i < opts.Calls; i++ {
+		select {
+		case slots <- struct{}{}:
+		case <-time.After(opts.Deadline + opts.Grace):
+			// Every slot is held by a call that never came back.
+			mu.Lock()
+			r.Unanswered += opts.Calls - i
+			mu.Unlock()
+			return r.finish(answers, &mu)
+		}
+		mu.Lock()
+		r.Sent++
+		mu.Unlock()
+		all.Add(1)
+		go func(i int) {
+			defer all.Done()
+			defer func() { <-slots }()
+			cctx, cancel := context.WithTimeout(ctx, opts.Deadline)
+			defer cancel()
+			answer(i, call(cctx, i))
+		}(i)
+	}
+	done := make(chan struct{})
+	go func() { all.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(opts.Deadline + opts.Grace):
+	}
+	return r.finish(answers, &mu)
+}
+
+func (r *Report) finish(answers []int, mu *sync.Mutex) *Report {
+	mu.Lock()
+	defer mu.Unlock()
+	out := *r
+	out.Codes = map[codes.Code]int{}
+	for c, n := range r.Codes {
+		out.Codes[c] = n
+	}
+	out.Unanswered = r.Unanswered
+	for i := 0; i < r.Sent; i++ {
+		switch {
+		case answers[i] == 0:
+			out.Unanswered++
+		case answers[i] > 1:
+			out.Twice++
+		}
+	}
+	return &out
+}
+
+// clear reports whether a status says more than its code's name.
+func clear(st *status.Status) bool {
+	msg := strings.TrimSpace(st.Message())
+	return msg != "" && !strings.EqualFold(msg, st.Code().String())
+}
+
+// Check fails t if a call went unanswered or was answered twice, if an error
+// answer lacks a clear message, or if one has a code not in allowed. It logs
+// the account either way.
+func Check(t testing.TB, name string, r *Report, allowed ...codes.Code) {
+	t.Helper()
+	t.Logf("%s: %v", name, r)
+	for c, err := range r.Errors {
+		t.Logf("%s: first %v: %v", name, c, status.Convert(err).Message())
+	}
+	if r.Unanswered > 0 {
+		t.Errorf("%s: %d of %d calls unanswered", name, r.Unanswered, r.Sent)
+	}
+	if r.Twice > 0 {
+		t.Errorf("%s: %d calls answered twice", name, r.Twice)
+	}
+	for _, err := range r.Unclear {
+		t.Errorf("%s: error answer without a clear status message: %v", name, err)
+	}
+	ok := map[codes.Code]bool{}
+	for _, c := range allowed {
+		ok[c] = true
+	}
+	for c, n := range r.Codes {
+		if !ok[c] {
+			t.Errorf("%s: %d calls answered %v (not expected here): %v", name, n, c, r.Errors[c])
+		}
+	}
+}

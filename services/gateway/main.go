@@ -19,6 +19,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/gateway/server"
 )
@@ -104,7 +105,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 
 	executorDial := append([]grpc.DialOption{dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
-		server.ExecutorDialOptions(o.connectWait)...)
+		sendonce.DialOptions(o.connectWait)...)
 	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress, executorDial...)
 	if err != nil {
 		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)

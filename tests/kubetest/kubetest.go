@@ -15,9 +15,11 @@ package kubetest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,7 +40,33 @@ type Environment struct {
 	// KubeConfig is a kubeconfig file's content for the same administrator,
 	// for running service binaries against the apiserver.
 	KubeConfig []byte
+
+	apiServer *envtest.APIServer
 }
+
+// StopAPIServer stops kube-apiserver (etcd keeps running), as an outage of
+// the control plane would: SIGTERM, and SIGKILL if it is not gone within a
+// few seconds (with watches open it can take much longer). StartAPIServer
+// brings it back on the same address with the same certificates, so
+// clients reconnect.
+func (e *Environment) StopAPIServer() error {
+	e.apiServer.StopTimeout = 5 * time.Second
+	_ = e.apiServer.Stop()
+	// Gone once its port refuses connections.
+	addr := net.JoinHostPort(e.apiServer.SecureServing.Address, e.apiServer.SecureServing.Port)
+	for i := 0; i < 500; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil
+		}
+		c.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("kube-apiserver still listens on %s", addr)
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer.
+func (e *Environment) StartAPIServer() error { return e.apiServer.Start() }
 
 // Options change what Start sets up.
 type Options struct {
@@ -63,7 +91,11 @@ func Start(t testing.TB, opts Options) *Environment {
 			t.Fatalf("building scheme: %v", err)
 		}
 	}
+	// A certificate directory of our own, so that the apiserver can be
+	// restarted with the same serving certificate (see StopAPIServer).
+	api := &envtest.APIServer{CertDir: t.TempDir()}
 	env := &envtest.Environment{
+		ControlPlane:          envtest.ControlPlane{APIServer: api},
 		Scheme:                scheme,
 		CRDs:                  opts.CRDs,
 		CRDDirectoryPaths:     opts.CRDDirectoryPaths,
@@ -82,7 +114,7 @@ func Start(t testing.TB, opts Options) *Environment {
 	if err != nil {
 		t.Fatalf("client for the test apiserver: %v", err)
 	}
-	return &Environment{Config: cfg, Client: c, Scheme: scheme, KubeConfig: env.KubeConfig}
+	return &Environment{Config: cfg, Client: c, Scheme: scheme, KubeConfig: env.KubeConfig, apiServer: api}
 }
 
 // resolveAssets makes the TEST_ASSET_* paths absolute: Bazel's rootpath is

@@ -24,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
@@ -33,6 +34,8 @@ import (
 // Tables gives the current executor table; *configclient.Client implements it.
 type Tables interface {
 	Tables() *executortable.Tables
+	// WaitReady waits for the first table; false if ctx ended first.
+	WaitReady(ctx context.Context) bool
 }
 
 // Resolver gives image metadata; *imagemeta.Resolver implements it.
@@ -43,7 +46,17 @@ type Resolver interface {
 // Cache leases pods; *podcache.Cache implements it.
 type Cache interface {
 	Acquire(ctx context.Context, f podcache.Function) (*podcache.Lease, error)
+	// PodFailed drops a pod that does not answer.
+	PodFailed(pod string, err error)
 }
+
+// podConnectWait is how long a call waits for its pod's wrapper-server to
+// accept a connection before the pod counts as failed and the call (not sent
+// yet) is placed on another; podAttempts bounds how many pods it tries.
+const (
+	podConnectWait = 5 * time.Second
+	podAttempts    = 3
+)
 
 // Options are the flag defaults for functions without their own settings.
 type Options struct {
@@ -73,25 +86,51 @@ func New(tables Tables, resolver Resolver, cache Cache, tpl func() *templates.Te
 	return &Server{tables: tables, resolver: resolver, cache: cache, templates: tpl, conns: conns, opts: opts}
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorServer.
+// EvaluateFunction implements pb.FunctionEvaluatorServer. A call is sent
+// to one pod only once: if the pod does not accept the connection (deleted,
+// evicted), the call was not sent and goes to another pod; if the
+// connection breaks after the call was sent, the caller gets Unavailable.
 func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
-	lease, err := s.lease(ctx, req.GetImage())
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		lease, err := s.lease(ctx, req.GetImage())
+		if err != nil {
+			return nil, err
+		}
+		conn, err := s.conns.Get(lease.Pod, lease.Address)
+		if err != nil {
+			lease.Release()
+			return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
+		}
+		if err := sendonce.WaitReady(ctx, conn, podConnectWait); err != nil {
+			lease.Release()
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			s.conns.Close(lease.Pod)
+			s.cache.PodFailed(lease.Pod, fmt.Errorf("wrapper-server at %s not reachable", lease.Address))
+			if attempt == podAttempts {
+				return nil, status.Errorf(codes.Unavailable, "function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
+					req.GetImage(), attempt, lease.Pod, lease.Address)
+			}
+			continue
+		}
+		resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
+		lease.Release()
+		return resp, sendonce.Broken(ctx, err, fmt.Sprintf("function %q: pod %s", req.GetImage(), lease.Pod))
 	}
-	defer lease.Release()
-	conn, err := s.conns.Get(lease.Pod, lease.Address)
-	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
-	}
-	return pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
 }
 
 // lease finds (or starts) a pod for image; errors are gRPC statuses.
 func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
 	tables := s.tables.Tables()
 	if tables == nil {
-		return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?)")
+		// Just started: a call that arrives before the first table waits a little.
+		wctx, cancel := context.WithTimeout(ctx, podConnectWait)
+		s.tables.WaitReady(wctx)
+		cancel()
+		if tables = s.tables.Tables(); tables == nil {
+			return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		}
 	}
 	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
 	if err != nil {

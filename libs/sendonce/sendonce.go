@@ -1,4 +1,9 @@
-package server
+// Package sendonce sends each EvaluateFunction call to an executor at most
+// once. A call that could not be sent yet (its executor restarting, a pod
+// not answering) may wait or go elsewhere: nothing ran. A call whose
+// connection breaks after it was sent is never repeated, since the function
+// may have run; the caller gets Unavailable saying so.
+package sendonce
 
 import (
 	"context"
@@ -14,20 +19,20 @@ import (
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
-// ExecutorDialOptions are the dial options for the connections to executor
+// DialOptions are the dial options for the connections to executor
 // services: reconnect quickly after an executor restarts (gRPC's default
 // backoff grows to two minutes), and send each EvaluateFunction once
-// (SendOnce).
-func ExecutorDialOptions(connectWait time.Duration) []grpc.DialOption {
+// (Interceptor).
+func DialOptions(connectWait time.Duration) []grpc.DialOption {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay, bo.MaxDelay = 50*time.Millisecond, time.Second
 	return []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
-		grpc.WithChainUnaryInterceptor(SendOnce(connectWait)),
+		grpc.WithChainUnaryInterceptor(Interceptor(connectWait)),
 	}
 }
 
-// SendOnce is the client interceptor for EvaluateFunction calls to an
+// Interceptor is the client interceptor for EvaluateFunction calls to an
 // executor service. It separates the two ways such a call can fail for want
 // of a connection:
 //
@@ -37,28 +42,35 @@ func ExecutorDialOptions(connectWait time.Duration) []grpc.DialOption {
 //     connection is re-established. Nothing ran yet, so waiting is safe.
 //   - After it is sent (the executor died mid-call): the function may have
 //     run, so the call is not repeated; the caller gets Unavailable saying so.
-func SendOnce(connectWait time.Duration) grpc.UnaryClientInterceptor {
+func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		if err := waitReady(ctx, cc, connectWait); err != nil {
+		if err := WaitReady(ctx, cc, connectWait); err != nil {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
 			return status.Errorf(codes.Unavailable, "executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 		}
 		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
-		if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
-			return status.Errorf(codes.Unavailable, "executor service %s: %s (the call had been sent, so it was not repeated: the function may have run)",
-				cc.Target(), status.Convert(err).Message())
-		}
-		return err
+		return Broken(ctx, err, "executor service "+cc.Target())
 	}
 }
 
-// waitReady waits until cc is connected, for at most max.
-func waitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration) error {
+// Broken explains an Unavailable answer to a call that was sent, or a
+// Canceled one the caller did not cancel (its connection was closed under
+// it): where names the other end. Other errors are returned as they are.
+func Broken(ctx context.Context, err error, where string) error {
+	if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled || ctx.Err() != nil {
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "%s: %s (the call had been sent, so it was not repeated: the function may have run)",
+		where, status.Convert(err).Message())
+}
+
+// WaitReady waits until cc is connected, for at most max.
+func WaitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
 	for {

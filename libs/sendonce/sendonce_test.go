@@ -1,4 +1,4 @@
-package server
+package sendonce
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func freeAddr(t *testing.T) string {
 
 func dialExecutor(t *testing.T, addr string, wait time.Duration) pb.FunctionEvaluatorClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, ExecutorDialOptions(wait)...)...)
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, DialOptions(wait)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func dialExecutor(t *testing.T, addr string, wait time.Duration) pb.FunctionEval
 }
 
 // A call made while the executor is not up yet is held and sent once it is.
-func TestSendOnceWaitsForTheExecutor(t *testing.T) {
+func TestWaitsForTheExecutor(t *testing.T) {
 	addr := freeAddr(t)
 	client := dialExecutor(t, addr, time.Minute)
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
@@ -89,7 +89,7 @@ func TestSendOnceWaitsForTheExecutor(t *testing.T) {
 
 // A call whose executor dies after receiving it is not sent again, and the
 // caller is told why.
-func TestSendOnceNeverRepeatsASentCall(t *testing.T) {
+func TestNeverRepeatsASentCall(t *testing.T) {
 	addr := freeAddr(t)
 	client := dialExecutor(t, addr, time.Minute)
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
@@ -114,7 +114,7 @@ func TestSendOnceNeverRepeatsASentCall(t *testing.T) {
 }
 
 // With nothing listening, a call fails with Unavailable after the connect wait.
-func TestSendOnceGivesUpOnAnAbsentExecutor(t *testing.T) {
+func TestGivesUpOnAnAbsentExecutor(t *testing.T) {
 	client := dialExecutor(t, freeAddr(t), 200*time.Millisecond)
 	_, err := client.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "x"})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {

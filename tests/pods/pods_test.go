@@ -66,6 +66,8 @@ type fixture struct {
 	client  pb.FunctionEvaluatorClient // the pod-manager
 	gateway pb.FunctionEvaluatorClient
 	host    string // the registry
+	// registry reaches host (TLS, self-signed), for pushing more images.
+	registry http.RoundTripper
 	digest  v1.Hash
 	// restartPodManager stops the pod-manager and starts it again with extra flags.
 	restartPodManager func(extra ...string) *logBuf
@@ -74,6 +76,8 @@ type fixture struct {
 	// startGateway starts a gateway in front of the given pod-manager replicas.
 	startGateway func(podManagers ...string) pb.FunctionEvaluatorClient
 	pmAddress    string
+	// gatewayLog and podManagerLog are the first gateway's and pod-manager's.
+	gatewayLog, podManagerLog *logBuf
 }
 
 func freePort(t testing.TB) int {
@@ -89,6 +93,8 @@ func freePort(t testing.TB) int {
 type logBuf struct {
 	mu sync.Mutex
 	b  strings.Builder
+	// pid of the process writing it (for /proc readings).
+	pid int
 }
 
 func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
@@ -104,6 +110,7 @@ func startBinary(t testing.TB, env string, args ...string) (*logBuf, func()) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	out.pid = cmd.Process.Pid
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
@@ -239,12 +246,13 @@ spec:
 		"--enable-private-registries-tls", "--tls-secret-path=" + tlsDir}
 	pmLog, stopPM := startBinary(t, "FNRUNNER_POD_MANAGER", append(pmArgs, "--warm-up-pod-cache=false")...)
 
-	_, _ = startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
+	gwLog, _ := startBinary(t, "FNRUNNER_GATEWAY", "--port="+strconv.Itoa(gwPort), "--config-address=127.0.0.1:"+strconv.Itoa(cfgPort),
 		"--binary-runner-address=127.0.0.1:1", "--pod-manager-address=127.0.0.1:"+strconv.Itoa(pmPort),
 		"--metrics-address=", "--log-level=WARN", "--health-interval=100ms")
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: stack.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
-		Entrypoints: map[string]string{"/fn/set-namespace": stack.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn}}
+		Entrypoints: map[string]string{"/fn/set-namespace": stack.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn,
+			"/fn/starlark": stack.Binary(t, "FNRUNNER_STARLARK")}}
 	k.FailImages("crashy", "CrashLoopBackOff")
 	k.FailFirstImage("/fns/flaky", "ImagePullBackOff")
 	go k.Run(ctx)
@@ -272,7 +280,7 @@ spec:
 		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
 	}, pmLog)
 	return &fixture{env: env, kubelet: k, client: pb.NewFunctionEvaluatorClient(conn), gateway: pb.NewFunctionEvaluatorClient(gwConn), host: host, digest: digest,
-		pmAddress: "127.0.0.1:" + strconv.Itoa(pmPort),
+		pmAddress: "127.0.0.1:" + strconv.Itoa(pmPort), gatewayLog: gwLog, podManagerLog: pmLog, registry: tr,
 		restartPodManager: func(extra ...string) *logBuf {
 			stopPM()
 			l, s := startBinary(t, "FNRUNNER_POD_MANAGER", append(append([]string(nil), pmArgs...), extra...)...)

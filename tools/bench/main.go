@@ -86,7 +86,7 @@ func loadCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	data := GenerateResourceList(*size)
+	data := load.SetNamespaceInput(*size)
 	if *input != "" {
 		var err error
 		if data, err = os.ReadFile(*input); err != nil {
@@ -144,8 +144,8 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 		data []byte
 		n    int
 	}{
-		{"small (2 KB)", GenerateResourceList(2 << 10), *smallN},
-		{"large (3 MB)", GenerateResourceList(3 << 20), *largeN},
+		{"small (2 KB)", load.SetNamespaceInput(2 << 10), *smallN},
+		{"large (3 MB)", load.SetNamespaceInput(3 << 20), *largeN},
 	}
 	type row struct {
 		scenario string
@@ -201,17 +201,4 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Throughput(), ratio)
 	}
 	return nil
-}
-
-// GenerateResourceList makes a set-namespace input of about size bytes:
-// ConfigMaps of 1 KiB each plus a functionConfig.
-func GenerateResourceList(size int) []byte {
-	var b strings.Builder
-	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n")
-	value := strings.Repeat("x", 900)
-	for i := 0; b.Len() < size; i++ {
-		fmt.Fprintf(&b, "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-%d\n    namespace: old\n  data:\n    value: %s\n", i, value)
-	}
-	b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    namespace: bench\n")
-	return []byte(b.String())
 }

@@ -1,0 +1,279 @@
+package pods_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/stack"
+	"github.com/fnrunner/fnrunner/tools/bench/load"
+	"github.com/fnrunner/fnrunner/tools/bench/report"
+	"github.com/fnrunner/fnrunner/tools/procstat"
+)
+
+var (
+	benchOut   = flag.String("bench-out", "", "Directory for BenchmarkMatrix's table (matrix.md) and charts (*.png); empty: print the table only.")
+	benchScale = flag.Float64("bench-scale", 1, "Multiplies the number of calls of each BenchmarkMatrix scenario.")
+)
+
+type benchFunction struct {
+	name, image, env, entrypoint string
+	input                        func(size int) []byte
+}
+
+var benchFunctions = []benchFunction{
+	{"set-namespace", "set-namespace:v0.4.5", "FNRUNNER_SET_NAMESPACE", "/fn/set-namespace", load.SetNamespaceInput},
+	{"starlark", "starlark:v0.5.5", "FNRUNNER_STARLARK", "/fn/starlark", load.StarlarkInput},
+}
+
+var benchInputs = []struct {
+	name string
+	size int
+}{{"2 KiB", 2 << 10}, {"3 MiB", 3 << 20}}
+
+var benchConcurrency = []int{1, 8, 64}
+
+// calls is how many calls a scenario makes.
+func calls(size, concurrency int) int {
+	n := 4 * concurrency
+	if size > 1<<20 {
+		n = concurrency
+	}
+	return max(int(float64(max(n, 12))**benchScale), concurrency, 1)
+}
+
+// peaks resets the peak RSS of the named processes and returns a function
+// that reads them.
+func peaks(b *testing.B, pids map[string]int) func() map[string]int64 {
+	for name, pid := range pids {
+		if err := procstat.ResetPeak(pid); err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+	}
+	return func() map[string]int64 {
+		out := map[string]int64{}
+		for name, pid := range pids {
+			if v, err := procstat.PeakRSS(pid); err == nil {
+				out[name] = v
+			}
+		}
+		return out
+	}
+}
+
+func evaluate(client pb.FunctionEvaluatorClient, image string, input []byte) load.Call {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
+		return err
+	}
+}
+
+func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return pb.NewFunctionEvaluatorClient(conn)
+}
+
+// BenchmarkMatrix measures set-namespace and starlark on small and 3 MiB
+// inputs through every executor (go, binary, pod warm, pod cold) at 1, 8 and
+// 64 calls in flight, next to a bare exec of the same binary. It prints a
+// markdown table and, with -bench-out, writes it and a chart per scenario.
+// It asserts nothing. Run it with tools/bazel run //tools/bench:matrix.
+func BenchmarkMatrix(b *testing.B) {
+	ctx := context.Background()
+	var rows []report.Row
+	add := func(r report.Row) {
+		rows = append(rows, r)
+		b.Logf("%s %s %s c=%d: %v", r.Function, r.Input, r.Executor, r.Concurrency, r.Stats)
+		if r.Stats.FirstError != nil {
+			b.Logf("  first error: %v", r.Stats.FirstError)
+		}
+	}
+	inputs := map[string]map[string][]byte{}
+	for _, fn := range benchFunctions {
+		inputs[fn.name] = map[string][]byte{}
+		for _, in := range benchInputs {
+			inputs[fn.name][in.name] = fn.input(in.size)
+		}
+	}
+
+	// The floor: the function binary, exec'd directly.
+	for _, fn := range benchFunctions {
+		bin := stack.Binary(b, fn.env)
+		for _, in := range benchInputs {
+			data := inputs[fn.name][in.name]
+			for _, c := range benchConcurrency {
+				s := load.Run(ctx, calls(in.size, c), c, func(context.Context) error {
+					cmd := exec.Command(bin)
+					cmd.Stdin, cmd.Stdout = bytes.NewReader(data), io.Discard
+					return cmd.Run()
+				})
+				add(report.Row{Input: in.name, Function: fn.name, Executor: "bare exec", Concurrency: c, Stats: s})
+			}
+		}
+	}
+
+	// go and binary: the loopback stack, one executor at a time.
+	for _, ex := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
+		s := stack.Start(b, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + ex.disable}})
+		pids := map[string]int{}
+		for _, svc := range []string{"gateway", "config-reconciler", "binary-runner"} {
+			if pids[svc], _ = s.Pid(svc); pids[svc] == 0 {
+				b.Fatalf("no pid for %s", svc)
+			}
+		}
+		client := dialLarge(b, s.GatewayAddress)
+		for _, fn := range benchFunctions {
+			for _, in := range benchInputs {
+				call := evaluate(client, fn.image, inputs[fn.name][in.name])
+				load.Run(ctx, 3, 1, call) // warm
+				for _, c := range benchConcurrency {
+					read := peaks(b, pids)
+					st := load.Run(ctx, calls(in.size, c), c, call)
+					add(report.Row{Input: in.name, Function: fn.name, Executor: ex.name, Concurrency: c, Stats: st, PeakRSS: read()})
+				}
+			}
+		}
+		if err := s.Stop(30 * time.Second); err != nil {
+			b.Error(err)
+		}
+	}
+
+	// pod warm and pod cold: envtest, the test kubelet, images in a registry.
+	f := start(b)
+	pids := map[string]int{"gateway": f.gatewayLog.pid, "pod-manager": f.podManagerLog.pid}
+	client := f.gateway
+	for _, fn := range benchFunctions {
+		warmImage := f.host + "/fns/bench-" + fn.name + ":warm"
+		push(b, f.registry, warmImage, fn.entrypoint)
+		for _, in := range benchInputs {
+			data := inputs[fn.name][in.name]
+			for _, c := range benchConcurrency {
+				// Warm: the pods exist; the first round starts them.
+				call := evaluate(client, warmImage, data)
+				load.Run(ctx, c, c, call)
+				read := peaks(b, pids)
+				st := load.Run(ctx, calls(in.size, c), c, call)
+				add(report.Row{Input: in.name, Function: fn.name, Executor: "pod warm", Concurrency: c, Stats: st, PeakRSS: read()})
+
+				// Cold: every call an image no pod runs yet.
+				n := max(c, 3)
+				images := make(chan string, n)
+				for i := 0; i < n; i++ {
+					image := fmt.Sprintf("%s/fns/bench-%s:cold-%d-%d", f.host, fn.name, in.size, c*1000+i)
+					push(b, f.registry, image, fn.entrypoint)
+					images <- image
+				}
+				read = peaks(b, pids)
+				st = load.Run(ctx, n, c, func(ctx context.Context) error { return evaluate(client, <-images, data)(ctx) })
+				add(report.Row{Input: in.name, Function: fn.name, Executor: "pod cold", Concurrency: c, Stats: st, PeakRSS: read()})
+			}
+		}
+	}
+
+	// Group the rows by scenario for the table and the charts.
+	var ordered []report.Row
+	for _, fn := range benchFunctions {
+		for _, in := range benchInputs {
+			for _, r := range rows {
+				if r.Function == fn.name && r.Input == in.name {
+					ordered = append(ordered, r)
+				}
+			}
+		}
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "Measured %s on %s; calls per row as the n column says.\n\n", time.Now().UTC().Format("2006-01-02"), machine())
+	if err := report.Markdown(&table, ordered); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Println(table.String())
+	if *benchOut != "" {
+		if err := os.MkdirAll(*benchOut, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*benchOut, "matrix.md"), []byte(table.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		files, err := report.Charts(*benchOut, ordered)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("wrote %s and %d charts to %s\n", "matrix.md", len(files), *benchOut)
+	}
+}
+
+// machine describes the CPU the numbers come from.
+func machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs", cpu, runtime.NumCPU())
+}
+
+// BenchmarkMemory prints the peak RSS of the gateway and the binary-runner
+// while one 64 MiB ResourceList goes through set-namespace, with the message
+// limit raised to 96 MiB; the goal is under 3x the input. It asserts nothing.
+// Run it with tools/bazel run //tools/bench:memory.
+func BenchmarkMemory(b *testing.B) {
+	const size = 64 << 20
+	data := load.SetNamespaceInput(size)
+	limit := "--max-request-body-size=" + strconv.Itoa(96<<20)
+	var table strings.Builder
+	fmt.Fprintf(&table, "One %s ResourceList through set-namespace (limit raised to 96 MiB); peak RSS during the call, measured %s on %s.\n\n",
+		report.MiB(int64(len(data))), time.Now().UTC().Format("2006-01-02"), machine())
+	table.WriteString("| executor | gateway peak RSS | × input | binary-runner peak RSS | × input |\n|---|---|---|---|---|\n")
+	for _, ex := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
+		s := stack.Start(b, stack.Options{GatewayArgs: []string{limit, "--disable-runtimes=" + ex.disable}, BinaryRunnerArgs: []string{limit}})
+		pids := map[string]int{}
+		for _, svc := range []string{"gateway", "binary-runner"} {
+			pids[svc], _ = s.Pid(svc)
+		}
+		client := dialLarge(b, s.GatewayAddress)
+		read := peaks(b, pids)
+		if err := evaluate(client, "set-namespace:v0.4.5", data)(context.Background()); err != nil {
+			b.Fatalf("%s: %v", ex.name, err)
+		}
+		p := read()
+		ratio := func(n int64) string { return fmt.Sprintf("%.2f", float64(n)/float64(len(data))) }
+		fmt.Fprintf(&table, "| %s | %s | %s | %s | %s |\n", ex.name, report.MiB(p["gateway"]), ratio(p["gateway"]), report.MiB(p["binary-runner"]), ratio(p["binary-runner"]))
+		if err := s.Stop(30 * time.Second); err != nil {
+			b.Error(err)
+		}
+	}
+	fmt.Println(table.String())
+	if *benchOut != "" {
+		if err := os.MkdirAll(*benchOut, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*benchOut, "memory.md"), []byte(table.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -60,7 +60,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFuncti
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+	if err := resourcelist.Sniff(req.GetResourceList()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	for _, r := range e.routes {

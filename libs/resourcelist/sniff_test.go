@@ -1,0 +1,57 @@
+package resourcelist
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestSniff(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"ResourceList", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n", true},
+		{"quoted kind, comment", "kind: \"ResourceList\" # yes\nitems: []\n", true},
+		{"JSON is left to Parse", `{"kind":"ResourceList","items":[]}`, true},
+		{"empty", " \n\t", false},
+		{"control characters", "kind: ResourceList\n\x00\x01", false},
+		{"another kind", "apiVersion: v1\nkind: ConfigMap\n", false},
+		{"kind only nested", "items:\n- kind: ResourceList\n", false},
+		{"no kind", "items: []\n", false},
+	} {
+		err := Sniff([]byte(tc.in))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Sniff = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v does not wrap ErrInvalid", tc.name, err)
+		}
+		// What Sniff refuses, Parse refuses too.
+		if _, perr := Parse([]byte(tc.in)); err != nil && perr == nil {
+			t.Errorf("%s: Sniff refuses what Parse accepts", tc.name)
+		}
+	}
+}
+
+func BenchmarkSniff(b *testing.B) {
+	data := []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + strings.Repeat("- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: x}\n", 1<<15))
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		if err := Sniff(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func FuzzSniff(f *testing.F) {
+	f.Add([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"))
+	f.Add([]byte("kind: ConfigMap\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if Sniff(data) != nil {
+			if _, err := Parse(data); err == nil {
+				t.Errorf("Sniff refuses what Parse accepts: %q", data)
+			}
+		}
+	})
+}

@@ -42,26 +42,6 @@ spec:
     path: hang
 `
 
-const input = `apiVersion: config.kubernetes.io/v1
-kind: ResourceList
-items:
-- apiVersion: v1
-  kind: ConfigMap
-  metadata:
-    name: settings
-    namespace: old
-  data:
-    replicas: "1" # kpt-set: ${replicas}
-functionConfig:
-  apiVersion: v1
-  kind: ConfigMap
-  metadata:
-    name: function-input
-  data:
-    namespace: prod
-    replicas: "5"
-`
-
 func call(t *testing.T, s *stack.Stack, image, rl string, timeout time.Duration) (*pb.EvaluateFunctionResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -84,7 +64,7 @@ func TestCatalogFunctionsThroughEachExecutor(t *testing.T) {
 				"ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5",
 				"set-namespace:v0.4.1", // served by the ~0.4 constraint
 			} {
-				resp, err := call(t, s, image, input, time.Minute)
+				resp, err := call(t, s, image, stack.Input, time.Minute)
 				if err != nil {
 					t.Fatalf("%s: %v", image, err)
 				}
@@ -92,14 +72,14 @@ func TestCatalogFunctionsThroughEachExecutor(t *testing.T) {
 					t.Errorf("%s did not set the namespace:\n%s", image, resp.GetResourceList())
 				}
 			}
-			resp, err := call(t, s, "apply-setters:v0.2.2", input, time.Minute)
+			resp, err := call(t, s, "apply-setters:v0.2.2", stack.Input, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if out := string(resp.GetResourceList()); !strings.Contains(out, `replicas: "5" # kpt-set: ${replicas}`) || !strings.Contains(out, "set field value") {
 				t.Errorf("apply-setters output:\n%s", out)
 			}
-			if _, err := call(t, s, "set-namespace:v0.5.0", input, time.Minute); status.Code(err) != codes.NotFound {
+			if _, err := call(t, s, "set-namespace:v0.5.0", stack.Input, time.Minute); status.Code(err) != codes.NotFound {
 				t.Errorf("a tag outside every claim = %v, want NotFound", err)
 			}
 		})
@@ -111,7 +91,7 @@ func TestFailingFunctions(t *testing.T) {
 
 	// A function that fails returns Internal with its error results in the
 	// message and its ResourceList and stderr in the details.
-	_, err := call(t, s, "example.com/test/crash:v1", input, time.Minute)
+	_, err := call(t, s, "example.com/test/crash:v1", stack.Input, time.Minute)
 	st := status.Convert(err)
 	if st.Code() != codes.Internal || !strings.Contains(st.Message(), "the crash function always fails") {
 		t.Fatalf("crash = %v, want Internal with the error result", err)
@@ -121,7 +101,7 @@ func TestFailingFunctions(t *testing.T) {
 		t.Errorf("crash details = %v, %v", d, ok)
 	}
 	// One that crashes without output: Internal with its stderr.
-	_, err = call(t, s, "example.com/test/crash:v1", input+"# panic-now\n", time.Minute)
+	_, err = call(t, s, "example.com/test/crash:v1", stack.Input+"# panic-now\n", time.Minute)
 	if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "asked to panic") {
 		t.Errorf("panicking binary = %v", err)
 	}
@@ -129,7 +109,7 @@ func TestFailingFunctions(t *testing.T) {
 	// A function that hangs is killed at the caller's deadline, with every
 	// process it started.
 	start := time.Now()
-	_, err = call(t, s, "example.com/test/hang:v1", input, 2*time.Second)
+	_, err = call(t, s, "example.com/test/hang:v1", stack.Input, 2*time.Second)
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("hang = %v, want DeadlineExceeded", err)
 	}

@@ -42,14 +42,14 @@ func TestEveryServiceHasHelp(t *testing.T) {
 // config-reconciler goes away.
 func TestGatewayKeepsLastTable(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
-	if _, err := call(t, s, "set-namespace:v0.4.5", input, time.Minute); err != nil {
+	if _, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.StopService("config-reconciler", 30*time.Second); err != nil {
 		t.Fatalf("stopping the config-reconciler: %v", err)
 	}
 	for i := 0; i < 5; i++ {
-		if _, err := call(t, s, "set-namespace:v0.4.5", input, time.Minute); err != nil {
+		if _, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute); err != nil {
 			t.Fatalf("call %d without the config-reconciler: %v", i, err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestMutualTLSBetweenServices(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
 	s := stack.Start(t, stack.Options{InternalArgs: certs.Args()})
 	for _, executor := range []string{"set-namespace:v0.4.5", "apply-setters:v0.2.2"} {
-		if _, err := call(t, s, executor, input, time.Minute); err != nil {
+		if _, err := call(t, s, executor, stack.Input, time.Minute); err != nil {
 			t.Errorf("%s with mutual TLS: %v", executor, err)
 		}
 	}

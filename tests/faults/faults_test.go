@@ -26,25 +26,6 @@ import (
 	"github.com/fnrunner/fnrunner/tools/procstat"
 )
 
-const input = `apiVersion: config.kubernetes.io/v1
-kind: ResourceList
-items:
-- apiVersion: v1
-  kind: ConfigMap
-  metadata:
-    name: settings
-    namespace: old
-  data:
-    replicas: "1"
-functionConfig:
-  apiVersion: v1
-  kind: ConfigMap
-  metadata:
-    name: function-input
-  data:
-    namespace: prod
-`
-
 // hostile are FunctionConfigs for the test functions (tests/testfns).
 const hostile = `apiVersion: config.porch.kpt.dev/v1alpha1
 kind: FunctionConfig
@@ -161,7 +142,7 @@ func TestThousandConcurrentCalls(t *testing.T) {
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--metrics-address=" + metrics}})
 	gw := pid(t, s, "gateway")
 	// Warm up (connections, caches), then take the baseline.
-	if r := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, evaluate(s, "set-namespace:v0.4.5", input)); r.OK != 10 {
+	if r := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, evaluate(s, "set-namespace:v0.4.5", stack.Input)); r.OK != 10 {
 		t.Fatalf("warm-up: %v", r)
 	}
 	baseFiles, err := procstat.OpenFiles(gw)
@@ -195,7 +176,7 @@ func TestThousandConcurrentCalls(t *testing.T) {
 		}
 	}()
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 1000, Concurrency: 1000, Deadline: 2 * time.Minute},
-		evaluate(s, "set-namespace:v0.4.5", input))
+		evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	close(stop)
 	<-sampled
 	ledger.Check(t, "1000 concurrent", r)
@@ -230,7 +211,7 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"}})
 	const calls, concurrency = 400, 8
 	var answered atomic.Int32
-	call := evaluate(s, "set-namespace:v0.4.5", input)
+	call := evaluate(s, "set-namespace:v0.4.5", stack.Input)
 	done := make(chan *ledger.Report, 1)
 	go func() {
 		done <- ledger.Run(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
@@ -278,11 +259,11 @@ func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 	waitFor(t, "the gateway to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(input)})
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(stack.Input)})
 		return strings.Contains(status.Convert(err).Message(), "executor table")
 	})
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4, Deadline: 10 * time.Second},
-		evaluate(s, "set-namespace:v0.4.5", input))
+		evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "no config-reconciler", r, codes.Unavailable)
 	if r.OK != 0 {
 		t.Errorf("%d calls OK without an executor table", r.OK)
@@ -303,7 +284,7 @@ func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 	if err := s.WaitServing(ctx); err != nil {
 		t.Fatalf("gateway not SERVING once the config-reconciler is up: %v", err)
 	}
-	r = ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4}, evaluate(s, "set-namespace:v0.4.5", input))
+	r = ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "config-reconciler back", r)
 }
 
@@ -324,7 +305,7 @@ func TestHostileFunctions(t *testing.T) {
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 40, Concurrency: 8, Deadline: 3 * time.Second},
 		func(ctx context.Context, i int) error {
 			k := i % len(images)
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: images[k], ResourceList: []byte(input)})
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: images[k], ResourceList: []byte(stack.Input)})
 			if status.Code(err) == want[k] {
 				got[k].Add(1)
 			}
@@ -357,7 +338,7 @@ func TestHostileFunctions(t *testing.T) {
 // gateway keeps serving.
 func TestBadInputs(t *testing.T) {
 	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile}})
-	big := input + "# " + strings.Repeat("x", 7<<20) + "\n"
+	big := stack.Input + "# " + strings.Repeat("x", 7<<20) + "\n"
 	for _, tc := range []struct {
 		name, image, rl string
 		want            codes.Code
@@ -368,14 +349,14 @@ func TestBadInputs(t *testing.T) {
 		{"YAML that is not a ResourceList", "set-namespace:v0.4.5", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", codes.InvalidArgument},
 		{"ResourceList whose items are not a list", "set-namespace:v0.4.5", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: 3\n", codes.InvalidArgument},
 		{"7 MiB body at the 6 MiB limit", "set-namespace:v0.4.5", big, codes.ResourceExhausted},
-		{"image with spaces", "set namespace:v0.4.5", input, codes.InvalidArgument},
-		{"uppercase image", "Set-Namespace:v0.4.5", input, codes.InvalidArgument},
-		{"digest-only image", "@sha256:" + strings.Repeat("a", 64), input, codes.InvalidArgument},
-		{"very long image", strings.Repeat("a", 5000) + ":v1", input, codes.InvalidArgument},
-		{"empty image", "", input, codes.InvalidArgument},
-		{"unknown image", "ghcr.io/example/no-such-function:v1", input, codes.NotFound},
+		{"image with spaces", "set namespace:v0.4.5", stack.Input, codes.InvalidArgument},
+		{"uppercase image", "Set-Namespace:v0.4.5", stack.Input, codes.InvalidArgument},
+		{"digest-only image", "@sha256:" + strings.Repeat("a", 64), stack.Input, codes.InvalidArgument},
+		{"very long image", strings.Repeat("a", 5000) + ":v1", stack.Input, codes.InvalidArgument},
+		{"empty image", "", stack.Input, codes.InvalidArgument},
+		{"unknown image", "ghcr.io/example/no-such-function:v1", stack.Input, codes.NotFound},
 		// Refused by the config-reconciler, so no executor claims the image.
-		{"FunctionConfig with a path out of the functions dir", "example.com/test/traversal:v1", input, codes.NotFound},
+		{"FunctionConfig with a path out of the functions dir", "example.com/test/traversal:v1", stack.Input, codes.NotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ledger.Run(context.Background(), ledger.Options{Calls: 3, Concurrency: 3}, evaluate(s, tc.image, tc.rl))
@@ -388,6 +369,6 @@ func TestBadInputs(t *testing.T) {
 	if !strings.Contains(s.Logs(), "spec.binaryExecutor.path") {
 		t.Errorf("the config-reconciler does not say why it refused the traversal FunctionConfig:\n%s", s.Logs())
 	}
-	r := ledger.Run(context.Background(), ledger.Options{Calls: 5}, evaluate(s, "set-namespace:v0.4.5", input))
+	r := ledger.Run(context.Background(), ledger.Options{Calls: 5}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "after bad inputs", r)
 }

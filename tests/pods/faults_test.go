@@ -191,4 +191,3 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 		return false
 	}, reconcilerLog)
 }
-

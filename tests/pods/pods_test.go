@@ -68,7 +68,7 @@ type fixture struct {
 	host    string // the registry
 	// registry reaches host (TLS, self-signed), for pushing more images.
 	registry http.RoundTripper
-	digest  v1.Hash
+	digest   v1.Hash
 	// restartPodManager stops the pod-manager and starts it again with extra flags.
 	restartPodManager func(extra ...string) *logBuf
 	// startPodManager starts another replica with owner; it returns its address and a stop func.

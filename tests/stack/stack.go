@@ -26,6 +26,28 @@ import (
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
+// Input is a small ResourceList for the catalog functions: set-namespace
+// (namespace: prod) and apply-setters (replicas: 5) both change it.
+const Input = `apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: settings
+    namespace: old
+  data:
+    replicas: "1" # kpt-set: ${replicas}
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: function-input
+  data:
+    namespace: prod
+    replicas: "5"
+`
+
 // Options change what Start runs.
 type Options struct {
 	// NoLocalConfigs leaves out deploy/local's FunctionConfigs.

@@ -65,6 +65,19 @@ func (c *Client) WaitReady(ctx context.Context) bool {
 	}
 }
 
+// Await returns the newest table, waiting up to max for the first one
+// (a call that arrives just after the service started); nil if none came
+// before max or ctx ended.
+func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Tables {
+	if t := c.tables.Load(); t != nil {
+		return t
+	}
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	c.WaitReady(ctx)
+	return c.tables.Load()
+}
+
 // OnUpdate sets a function called with every new table (before Run).
 func (c *Client) OnUpdate(f func(*executortable.Tables)) { c.onUpdate = f }
 

@@ -23,11 +23,11 @@ import (
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
 
-// Tables gives the current executor table; *configclient.Client implements it.
+// Tables gives the executor table; *configclient.Client implements it.
 type Tables interface {
-	Tables() *executortable.Tables
-	// WaitReady waits for the first table; false if ctx ended first.
-	WaitReady(ctx context.Context) bool
+	// Await returns the newest table, waiting up to max for the first one;
+	// nil if none came.
+	Await(ctx context.Context, max time.Duration) *executortable.Tables
 }
 
 // tableWait is how long a call that arrives before the first executor table
@@ -62,14 +62,9 @@ func New(tables Tables, functions map[string]catalog.Function, opts Options) *Ru
 
 // EvaluateFunction implements pb.FunctionEvaluatorServer.
 func (r *Runner) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
-	tables := r.tables.Tables()
+	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
-		wctx, cancel := context.WithTimeout(ctx, tableWait)
-		r.tables.WaitReady(wctx)
-		cancel()
-		if tables = r.tables.Tables(); tables == nil {
-			return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
-		}
+		return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
 	if err != nil {

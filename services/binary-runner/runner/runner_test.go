@@ -19,9 +19,7 @@ import (
 
 type fixedTables struct{ t *executortable.Tables }
 
-func (f fixedTables) Tables() *executortable.Tables { return f.t }
-
-func (f fixedTables) WaitReady(context.Context) bool { return f.t != nil }
+func (f fixedTables) Await(context.Context, time.Duration) *executortable.Tables { return f.t }
 
 func newRunner(functions map[string]catalog.Function, entries ...*configpb.FunctionConfig) *Runner {
 	return New(fixedTables{executortable.Build(&configpb.Snapshot{Version: 1, Functions: entries})}, functions,

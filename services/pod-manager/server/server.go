@@ -34,8 +34,9 @@ import (
 // Tables gives the current executor table; *configclient.Client implements it.
 type Tables interface {
 	Tables() *executortable.Tables
-	// WaitReady waits for the first table; false if ctx ended first.
-	WaitReady(ctx context.Context) bool
+	// Await returns the newest table, waiting up to max for the first one;
+	// nil if none came.
+	Await(ctx context.Context, max time.Duration) *executortable.Tables
 }
 
 // Resolver gives image metadata; *imagemeta.Resolver implements it.
@@ -52,10 +53,13 @@ type Cache interface {
 
 // podConnectWait is how long a call waits for its pod's wrapper-server to
 // accept a connection before the pod counts as failed and the call (not sent
-// yet) is placed on another; podAttempts bounds how many pods it tries.
+// yet) is placed on another; podAttempts bounds how many pods it tries;
+// tableWait is how long a call that arrives before the first executor table
+// (just after a restart) waits for it.
 const (
 	podConnectWait = 5 * time.Second
 	podAttempts    = 3
+	tableWait      = 5 * time.Second
 )
 
 // Options are the flag defaults for functions without their own settings.
@@ -122,15 +126,9 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 
 // lease finds (or starts) a pod for image; errors are gRPC statuses.
 func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
-	tables := s.tables.Tables()
+	tables := s.tables.Await(ctx, tableWait)
 	if tables == nil {
-		// Just started: a call that arrives before the first table waits a little.
-		wctx, cancel := context.WithTimeout(ctx, podConnectWait)
-		s.tables.WaitReady(wctx)
-		cancel()
-		if tables = s.tables.Tables(); tables == nil {
-			return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
-		}
+		return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
 	if err != nil {

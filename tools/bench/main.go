@@ -64,16 +64,6 @@ func dial(address string) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 }
 
-// evaluate returns a load.Call that sends one EvaluateFunction.
-func evaluate(client pb.FunctionEvaluatorClient, image string, input []byte, timeout time.Duration) load.Call {
-	return func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
-		return err
-	}
-}
-
 func loadCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench load", flag.ContinueOnError)
 	address := fs.String("address", "localhost:9445", "Address of the FunctionEvaluator (fnrunner's gateway or porch's function-runner).")
@@ -98,7 +88,7 @@ func loadCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	s := load.Run(ctx, *n, *c, evaluate(pb.NewFunctionEvaluatorClient(conn), *image, data, *timeout))
+	s := load.Run(ctx, *n, *c, load.Evaluate(pb.NewFunctionEvaluatorClient(conn), *image, data, *timeout))
 	fmt.Fprintf(out, "%s %s (%d bytes): %s\n", *address, *image, len(data), s)
 	if s.FirstError != nil {
 		fmt.Fprintf(out, "first error: %v\n", s.FirstError)
@@ -176,7 +166,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			if err != nil {
 				return err
 			}
-			call := evaluate(pb.NewFunctionEvaluatorClient(conn), "set-namespace:v0.4.5", in.data, time.Minute)
+			call := load.Evaluate(pb.NewFunctionEvaluatorClient(conn), "set-namespace:v0.4.5", in.data, time.Minute)
 			_ = load.Run(ctx, 3, 1, call) // warm the connection and caches
 			rows = append(rows, row{in.name + ", " + ex.name, load.Run(ctx, in.n, 1, call)})
 			conn.Close()

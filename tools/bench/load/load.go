@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
 // Call is one request; it returns an error for a failed call.
@@ -77,4 +79,14 @@ func Run(ctx context.Context, n, concurrency int, call Call) Stats {
 		s.P50, s.P90, s.P99, s.Min, s.Max = pick(0.50), pick(0.90), pick(0.99), lat[0], lat[n-1]
 	}
 	return s
+}
+
+// Evaluate is a Call that sends one EvaluateFunction with its own deadline.
+func Evaluate(client pb.FunctionEvaluatorClient, image string, input []byte, timeout time.Duration) Call {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
+		return err
+	}
 }

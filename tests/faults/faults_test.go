@@ -7,6 +7,7 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -111,28 +112,23 @@ func freeAddress(t *testing.T) string {
 }
 
 // goroutines reads go_goroutines from a service's Prometheus endpoint.
-func goroutines(t *testing.T, metrics string) int {
-	t.Helper()
+func goroutines(metrics string) (int, error) {
 	resp, err := http.Get("http://" + metrics + "/metrics")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	for _, line := range strings.Split(string(body), "\n") {
 		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(n)
+			return int(n), err
 		}
 	}
-	t.Fatalf("no go_goroutines at %s", metrics)
-	return 0
+	return 0, fmt.Errorf("no go_goroutines at %s", metrics)
 }
 
 // 1,000 calls at once through the gateway: all answered, and the gateway's
@@ -149,7 +145,10 @@ func TestThousandConcurrentCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	baseGoroutines := goroutines(t, metrics)
+	baseGoroutines, err := goroutines(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var peakGoroutines atomic.Int64
 	stop := make(chan struct{})
@@ -162,16 +161,8 @@ func TestThousandConcurrentCalls(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			if resp, err := http.Get("http://" + metrics + "/metrics"); err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				for _, line := range strings.Split(string(body), "\n") {
-					if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-						if n, err := strconv.ParseFloat(v, 64); err == nil && int64(n) > peakGoroutines.Load() {
-							peakGoroutines.Store(int64(n))
-						}
-					}
-				}
+			if n, err := goroutines(metrics); err == nil && int64(n) > peakGoroutines.Load() {
+				peakGoroutines.Store(int64(n))
 			}
 		}
 	}()
@@ -197,7 +188,10 @@ func TestThousandConcurrentCalls(t *testing.T) {
 	if peakRSS > 512<<20 {
 		t.Errorf("gateway peak RSS %d MiB for 1000 small calls", peakRSS>>20)
 	}
-	waitFor(t, "gateway goroutines back to baseline", func() bool { return goroutines(t, metrics) <= baseGoroutines+20 })
+	waitFor(t, "gateway goroutines back to baseline", func() bool {
+		n, err := goroutines(metrics)
+		return err == nil && n <= baseGoroutines+20
+	})
 	waitFor(t, "gateway open files back to baseline", func() bool {
 		n, err := procstat.OpenFiles(gw)
 		return err == nil && n <= baseFiles+5
@@ -210,17 +204,9 @@ func TestThousandConcurrentCalls(t *testing.T) {
 func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"}})
 	const calls, concurrency = 400, 8
-	var answered atomic.Int32
-	call := evaluate(s, "set-namespace:v0.4.5", stack.Input)
-	done := make(chan *ledger.Report, 1)
-	go func() {
-		done <- ledger.Run(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
-			func(ctx context.Context, i int) error {
-				defer answered.Add(1)
-				return call(ctx, i)
-			})
-	}()
-	waitFor(t, "a quarter of the calls answered", func() bool { return answered.Load() >= calls/4 })
+	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
+		evaluate(s, "set-namespace:v0.4.5", stack.Input))
+	waitFor(t, "a quarter of the calls answered", func() bool { return run.Answered() >= calls/4 })
 	if err := s.Kill("binary-runner"); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +215,7 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	if err := s.Restart("binary-runner"); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := run.Wait()
 	ledger.Check(t, "binary-runner killed", r, codes.Unavailable)
 	if n := r.Codes[codes.Unavailable]; n > concurrency {
 		t.Errorf("%d calls Unavailable; at most the %d in flight when the runner died may fail", n, concurrency)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,3 +175,28 @@ func Check(t testing.TB, name string, r *Report, allowed ...codes.Code) {
 		}
 	}
 }
+
+// Progress is a run going on in the background (Background).
+type Progress struct {
+	answered atomic.Int32
+	done     chan *Report
+}
+
+// Background starts Run in a goroutine, for a test that does something to
+// the system (kills a service, deletes a pod) while the calls go on.
+func Background(ctx context.Context, opts Options, call Call) *Progress {
+	p := &Progress{done: make(chan *Report, 1)}
+	go func() {
+		p.done <- Run(ctx, opts, func(ctx context.Context, i int) error {
+			defer p.answered.Add(1)
+			return call(ctx, i)
+		})
+	}()
+	return p
+}
+
+// Answered is how many calls have been answered so far.
+func (p *Progress) Answered() int { return int(p.answered.Load()) }
+
+// Wait returns the run's report once it is over.
+func (p *Progress) Wait() *Report { return <-p.done }

@@ -47,3 +47,20 @@ func TestCountsUnansweredCalls(t *testing.T) {
 		t.Errorf("report = %v, want one unanswered", r)
 	}
 }
+
+func TestBackground(t *testing.T) {
+	release := make(chan struct{})
+	p := Background(context.Background(), Options{Calls: 10, Concurrency: 10}, func(ctx context.Context, i int) error {
+		if i >= 5 {
+			<-release
+		}
+		return nil
+	})
+	for p.Answered() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if r := p.Wait(); r.OK != 10 || p.Answered() != 10 {
+		t.Errorf("report = %v, answered = %d", r, p.Answered())
+	}
+}

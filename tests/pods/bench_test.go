@@ -29,12 +29,7 @@ func BenchmarkPodPath(b *testing.B) {
 		cold := time.Since(start)
 
 		// Warm, through the gateway: gateway → pod-manager → wrapper-server.
-		viaGateway := load.Run(context.Background(), n, 1, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			_, err := f.gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
-			return err
-		})
+		viaGateway := load.Run(context.Background(), n, 1, load.Evaluate(f.gateway, image, []byte(input), time.Minute))
 		// The same pod's wrapper-server called directly.
 		var pod corev1.Pod
 		for _, p := range f.pods(b) {
@@ -46,12 +41,7 @@ func BenchmarkPodPath(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		direct := load.Run(context.Background(), n, 1, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			_, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
-			return err
-		})
+		direct := load.Run(context.Background(), n, 1, load.Evaluate(pb.NewFunctionEvaluatorClient(conn), image, []byte(input), time.Minute))
 		conn.Close()
 		if viaGateway.Errors+direct.Errors > 0 {
 			b.Fatalf("errors: gateway %v, direct %v", viaGateway.FirstError, direct.FirstError)

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,18 +25,12 @@ import (
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
-// loadInBackground runs calls through client and counts answers as they come.
-func loadInBackground(client pb.FunctionEvaluatorClient, image string, opts ledger.Options) (<-chan *ledger.Report, *atomic.Int32) {
-	var answered atomic.Int32
-	done := make(chan *ledger.Report, 1)
-	go func() {
-		done <- ledger.Run(context.Background(), opts, func(ctx context.Context, _ int) error {
-			defer answered.Add(1)
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
-			return err
-		})
-	}()
-	return done, &answered
+// inBackground calls image through client in the background.
+func inBackground(client pb.FunctionEvaluatorClient, image string, opts ledger.Options) *ledger.Progress {
+	return ledger.Background(context.Background(), opts, func(ctx context.Context, _ int) error {
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+		return err
+	})
 }
 
 // Function pods are deleted while calls run on them: every call is answered,
@@ -46,8 +39,8 @@ func TestPodDeletedMidCall(t *testing.T) {
 	f := start(t)
 	image := f.host + "/fns/slow:v1"
 	const calls, concurrency = 40, 4
-	done, answered := loadInBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
-	waitFor(t, "calls answered by a slow pod", func() bool { return answered.Load() >= 4 })
+	run := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
+	waitFor(t, "calls answered by a slow pod", func() bool { return run.Answered() >= 4 })
 	deleted := 0
 	for _, p := range f.pods(t) {
 		if p.Status.Phase == corev1.PodRunning {
@@ -60,7 +53,7 @@ func TestPodDeletedMidCall(t *testing.T) {
 	if deleted == 0 {
 		t.Fatal("no running pod to delete")
 	}
-	r := <-done
+	r := run.Wait()
 	ledger.Check(t, "pods deleted mid-call", r, codes.Unavailable)
 	if r.OK < calls-deleted*2 {
 		t.Errorf("only %d of %d calls OK after deleting %d pods", r.OK, calls, deleted)
@@ -77,10 +70,10 @@ func TestPodManagerRestartedUnderLoad(t *testing.T) {
 	f := start(t)
 	image := f.host + "/fns/steady:v1"
 	const calls, concurrency = 200, 8
-	done, answered := loadInBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
-	waitFor(t, "a quarter of the calls answered", func() bool { return answered.Load() >= calls/4 })
+	run := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
+	waitFor(t, "a quarter of the calls answered", func() bool { return run.Answered() >= calls/4 })
 	f.restartPodManager()
-	r := <-done
+	r := run.Wait()
 	ledger.Check(t, "pod-manager restarted", r, codes.Unavailable)
 	if n := r.Codes[codes.Unavailable]; n > concurrency {
 		t.Errorf("%d calls Unavailable; at most the %d in flight may fail", n, concurrency)

@@ -75,15 +75,6 @@ func peaks(b *testing.B, pids map[string]int) func() map[string]int64 {
 	}
 }
 
-func evaluate(client pb.FunctionEvaluatorClient, image string, input []byte) load.Call {
-	return func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
-		return err
-	}
-}
-
 func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
@@ -145,7 +136,7 @@ func BenchmarkMatrix(b *testing.B) {
 		client := dialLarge(b, s.GatewayAddress)
 		for _, fn := range benchFunctions {
 			for _, in := range benchInputs {
-				call := evaluate(client, fn.image, inputs[fn.name][in.name])
+				call := load.Evaluate(client, fn.image, inputs[fn.name][in.name], 5*time.Minute)
 				load.Run(ctx, 3, 1, call) // warm
 				for _, c := range benchConcurrency {
 					read := peaks(b, pids)
@@ -170,7 +161,7 @@ func BenchmarkMatrix(b *testing.B) {
 			data := inputs[fn.name][in.name]
 			for _, c := range benchConcurrency {
 				// Warm: the pods exist; the first round starts them.
-				call := evaluate(client, warmImage, data)
+				call := load.Evaluate(client, warmImage, data, 5*time.Minute)
 				load.Run(ctx, c, c, call)
 				read := peaks(b, pids)
 				st := load.Run(ctx, calls(in.size, c), c, call)
@@ -185,7 +176,7 @@ func BenchmarkMatrix(b *testing.B) {
 					images <- image
 				}
 				read = peaks(b, pids)
-				st = load.Run(ctx, n, c, func(ctx context.Context) error { return evaluate(client, <-images, data)(ctx) })
+				st = load.Run(ctx, n, c, func(ctx context.Context) error { return load.Evaluate(client, <-images, data, 5*time.Minute)(ctx) })
 				add(report.Row{Input: in.name, Function: fn.name, Executor: "pod cold", Concurrency: c, Stats: st, PeakRSS: read()})
 			}
 		}
@@ -257,7 +248,7 @@ func BenchmarkMemory(b *testing.B) {
 		}
 		client := dialLarge(b, s.GatewayAddress)
 		read := peaks(b, pids)
-		if err := evaluate(client, "set-namespace:v0.4.5", data)(context.Background()); err != nil {
+		if err := load.Evaluate(client, "set-namespace:v0.4.5", data, 5*time.Minute)(context.Background()); err != nil {
 			b.Fatalf("%s: %v", ex.name, err)
 		}
 		p := read()

@@ -19,6 +19,9 @@ func TestSniff(t *testing.T) {
 		{"another kind", "apiVersion: v1\nkind: ConfigMap\n", false},
 		{"kind only nested", "items:\n- kind: ResourceList\n", false},
 		{"no kind", "items: []\n", false},
+		{"kind after other k lines", "kinds: x\nkeep: 1\nkind: ResourceList\n", true},
+		{"kind at the very end, no newline", "items: []\nkind: ResourceList", true},
+		{"kind key without a colon", "kind\n", false},
 	} {
 		err := Sniff([]byte(tc.in))
 		if (err == nil) != tc.ok {
@@ -26,6 +29,15 @@ func TestSniff(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v does not wrap ErrInvalid", tc.name, err)
+		}
+		// A Sniffer fed in pieces says the same, wherever the pieces end.
+		for cut := 0; cut <= len(tc.in); cut++ {
+			var s Sniffer
+			s.Write([]byte(tc.in[:cut]))
+			s.Write([]byte(tc.in[cut:]))
+			if serr := s.Close(); (serr == nil) != (err == nil) {
+				t.Errorf("%s: cut at %d: Sniffer = %v, Sniff = %v", tc.name, cut, serr, err)
+			}
 		}
 		// What Sniff refuses, Parse refuses too.
 		if _, perr := Parse([]byte(tc.in)); err != nil && perr == nil {
@@ -48,7 +60,15 @@ func FuzzSniff(f *testing.F) {
 	f.Add([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"))
 	f.Add([]byte("kind: ConfigMap\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if Sniff(data) != nil {
+		err := Sniff(data)
+		var s Sniffer
+		half := len(data) / 2
+		s.Write(data[:half])
+		s.Write(data[half:])
+		if serr := s.Close(); (serr == nil) != (err == nil) {
+			t.Errorf("in two pieces: %v, whole: %v", serr, err)
+		}
+		if err != nil {
 			if _, err := Parse(data); err == nil {
 				t.Errorf("Sniff refuses what Parse accepts: %q", data)
 			}

@@ -1,0 +1,273 @@
+package evalwire
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Field numbers of evaluator.proto.
+const (
+	fieldResourceList protowire.Number = 1 // both messages
+	fieldImage        protowire.Number = 2 // EvaluateFunctionRequest
+	fieldLog          protowire.Number = 2 // EvaluateFunctionResponse
+)
+
+// ServerCodec is the server option that lets a server Register this
+// package's service: Request and Response are decoded and encoded in
+// place, every other message (health, the generated services) by gRPC's
+// proto codec.
+func ServerCodec() grpc.ServerOption { return grpc.ForceServerCodecV2(codec{}) }
+
+// codec is a gRPC CodecV2 named "proto": the same wire form and content
+// type as the proto codec it falls back to.
+type codec struct{}
+
+func (codec) Name() string { return protoenc.Name }
+
+func (codec) proto() encoding.CodecV2 { return encoding.GetCodecV2(protoenc.Name) }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	switch m := v.(type) {
+	case *Request:
+		out := appendField(nil, fieldResourceList, m.ResourceList)
+		return appendField(out, fieldImage, Bytes([]byte(m.Image))), nil
+	case *Response:
+		out := appendField(nil, fieldResourceList, m.ResourceList)
+		return appendField(out, fieldLog, Bytes(m.Log)), nil
+	}
+	return c.proto().Marshal(v)
+}
+
+// appendField appends one length-delimited field: a small header buffer,
+// then data's own buffers with a reference taken for the transport (which
+// frees it once written). Empty fields are left out, as proto3 does.
+func appendField(out mem.BufferSlice, num protowire.Number, data mem.BufferSlice) mem.BufferSlice {
+	n := data.Len()
+	if n == 0 {
+		return out
+	}
+	head := protowire.AppendTag(make([]byte, 0, 12), num, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(n))
+	out = append(out, mem.SliceBuffer(head))
+	for _, b := range data {
+		if b.Len() > 0 {
+			b.Ref()
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *Request:
+		m.Free()
+		*m = Request{}
+		return decode(data, func(num protowire.Number, field mem.BufferSlice) error {
+			switch num {
+			case fieldResourceList:
+				m.ResourceList.Free()
+				m.ResourceList = field
+				return nil
+			case fieldImage:
+				defer field.Free()
+				b := field.Materialize()
+				if !utf8.Valid(b) {
+					return errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
+				}
+				m.Image = string(b)
+				return nil
+			}
+			field.Free()
+			return nil
+		})
+	case *Response:
+		m.Free()
+		*m = Response{}
+		return decode(data, func(num protowire.Number, field mem.BufferSlice) error {
+			switch num {
+			case fieldResourceList:
+				m.ResourceList.Free()
+				m.ResourceList = field
+				return nil
+			case fieldLog:
+				m.Log = field.Materialize()
+			}
+			field.Free()
+			return nil
+		})
+	}
+	return c.proto().Unmarshal(data, v)
+}
+
+// errTruncated is a message that ends inside a field.
+var errTruncated = errors.New("proto: message truncated")
+
+// decode walks the fields of one message in data and gives each
+// length-delimited one to found as a view into data's buffers (its own
+// references, which found keeps or frees). Other fields are skipped, as
+// unknown fields are. A field seen twice is given twice: the last one wins.
+func decode(data mem.BufferSlice, found func(protowire.Number, mem.BufferSlice) error) error {
+	c := cursor{s: data}
+	for !c.done() {
+		tag, err := c.varint()
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
+			return fmt.Errorf("proto: invalid field number %d", num)
+		}
+		if typ != protowire.BytesType {
+			if err := c.skip(num, typ); err != nil {
+				return err
+			}
+			continue
+		}
+		n, err := c.length()
+		if err != nil {
+			return err
+		}
+		field, err := c.take(n)
+		if err != nil {
+			return err
+		}
+		if err := found(num, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cursor reads a BufferSlice across its buffers.
+type cursor struct {
+	s   mem.BufferSlice
+	i   int // current buffer
+	off int // offset in s[i]
+}
+
+func (c *cursor) done() bool {
+	for c.i < len(c.s) && c.off == c.s[c.i].Len() {
+		c.i, c.off = c.i+1, 0
+	}
+	return c.i == len(c.s)
+}
+
+func (c *cursor) byte() (byte, error) {
+	if c.done() {
+		return 0, errTruncated
+	}
+	b := c.s[c.i].ReadOnlyData()[c.off]
+	c.off++
+	return b, nil
+}
+
+func (c *cursor) varint() (uint64, error) {
+	var v uint64
+	for shift := 0; shift < 70; shift += 7 {
+		b, err := c.byte()
+		if err != nil {
+			return 0, err
+		}
+		if shift == 63 && b > 1 {
+			break
+		}
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, errors.New("proto: invalid varint")
+}
+
+func (c *cursor) length() (int, error) {
+	n, err := c.varint()
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(maxInt) {
+		return 0, errTruncated
+	}
+	return int(n), nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// take returns the next n bytes as views into the buffers (each holding a
+// reference), without copying.
+func (c *cursor) take(n int) (mem.BufferSlice, error) {
+	var out mem.BufferSlice
+	for n > 0 {
+		if c.done() {
+			out.Free()
+			return nil, errTruncated
+		}
+		b := c.s[c.i]
+		end := min(c.off+n, b.Len())
+		out = append(out, b.Slice(c.off, end))
+		n -= end - c.off
+		c.off = end
+	}
+	return out, nil
+}
+
+// advance moves n bytes on.
+func (c *cursor) advance(n int) error {
+	for n > 0 {
+		if c.done() {
+			return errTruncated
+		}
+		step := min(n, c.s[c.i].Len()-c.off)
+		c.off += step
+		n -= step
+	}
+	return nil
+}
+
+// skip passes over a field that is not length-delimited; groups are
+// skipped with everything nested in them.
+func (c *cursor) skip(num protowire.Number, typ protowire.Type) error {
+	switch typ {
+	case protowire.VarintType:
+		_, err := c.varint()
+		return err
+	case protowire.Fixed32Type:
+		return c.advance(4)
+	case protowire.Fixed64Type:
+		return c.advance(8)
+	case protowire.BytesType:
+		n, err := c.length()
+		if err != nil {
+			return err
+		}
+		return c.advance(n)
+	case protowire.StartGroupType:
+		for {
+			tag, err := c.varint()
+			if err != nil {
+				return err
+			}
+			n, t := protowire.DecodeTag(tag)
+			if t == protowire.EndGroupType {
+				if n != num {
+					return errors.New("proto: mismatching end group marker")
+				}
+				return nil
+			}
+			if n < protowire.MinValidNumber {
+				return fmt.Errorf("proto: invalid field number %d", n)
+			}
+			if err := c.skip(n, t); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("proto: cannot parse reserved wire type %d", typ)
+}

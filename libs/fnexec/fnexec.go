@@ -11,12 +11,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc/mem"
 )
 
 // Defaults for Options.
@@ -44,8 +47,10 @@ type Options struct {
 
 // Result is what a function produced.
 type Result struct {
-	// ResourceList is the function's stdout.
-	ResourceList []byte
+	// ResourceList is the function's stdout, kept in buffers from gRPC's
+	// pool so that it is held once, whatever its size, and goes into the
+	// response as it is.
+	ResourceList mem.BufferSlice
 	// Log is the function's stderr, possibly truncated.
 	Log []byte
 	// ExitCode is the process's exit code (0 on success).
@@ -73,10 +78,11 @@ func (e *ExitError) Error() string {
 	return fmt.Sprintf("function exited with code %d", e.Result.ExitCode)
 }
 
-// Run runs argv with input on stdin. It returns ctx's error (wrapped) when the
+// Run runs argv with stdin as its standard input (an io.WriterTo, like
+// evalwire.NewReader, is written to the pipe without a copy). It returns ctx's error (wrapped) when the
 // context ends first, ErrOutputTooLarge, an *ExitError, or an error wrapping
 // ErrStart; on success the Result has exit code 0.
-func Run(ctx context.Context, argv []string, input []byte, opts Options) (*Result, error) {
+func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Result, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: no command", ErrStart)
 	}
@@ -94,13 +100,13 @@ func Run(ctx context.Context, argv []string, input []byte, opts Options) (*Resul
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stdout := &cappedBuffer{limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
+	stdout := &chunkBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{limit: opts.MaxLogBytes}
 
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
-	cmd.Stdin = bytes.NewReader(input)
+	cmd.Stdin = stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -114,7 +120,7 @@ func Run(ctx context.Context, argv []string, input []byte, opts Options) (*Resul
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
 
-	res := &Result{ResourceList: stdout.Bytes(), Log: stderr.BytesWithNote()}
+	res := &Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
 	if cause := context.Cause(runCtx); cause != nil {
 		if errors.Is(cause, ErrOutputTooLarge) {
 			return res, fmt.Errorf("%w (%d bytes)", ErrOutputTooLarge, opts.MaxOutputBytes)
@@ -174,14 +180,71 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }
-
 // BytesWithNote is the kept bytes plus a note of how much was dropped.
 func (b *cappedBuffer) BytesWithNote() []byte {
 	if b.dropped == 0 {
 		return b.buf.Bytes()
 	}
 	return append(b.buf.Bytes(), fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
+}
+
+// chunkSize is the size of the buffers stdout is kept in.
+const chunkSize = 32 << 10
+
+// chunkBuffer keeps the first limit bytes written to it in fixed-size
+// buffers from a pool (never a growing array that is copied as it doubles)
+// and counts the rest.
+type chunkBuffer struct {
+	pool       mem.BufferPool
+	full       mem.BufferSlice
+	cur        *[]byte // being filled, up to fill
+	fill       int
+	n          int
+	limit      int
+	dropped    int64
+	onOverflow func()
+}
+
+func (b *chunkBuffer) Write(p []byte) (int, error) {
+	written := len(p)
+	if room := b.limit - b.n; len(p) > room {
+		first := b.dropped == 0
+		b.dropped += int64(len(p) - max(room, 0))
+		p = p[:max(room, 0)]
+		if first && b.onOverflow != nil {
+			b.onOverflow()
+		}
+	}
+	b.n += len(p)
+	for len(p) > 0 {
+		if b.cur == nil {
+			b.cur, b.fill = b.pool.Get(chunkSize), 0
+		}
+		c := copy((*b.cur)[b.fill:], p)
+		b.fill += c
+		p = p[c:]
+		if b.fill == len(*b.cur) {
+			b.seal()
+		}
+	}
+	// Keep consuming so the writer never blocks on a full pipe.
+	return written, nil
+}
+
+// seal moves the buffer being filled to the full ones.
+func (b *chunkBuffer) seal() {
+	if b.cur == nil {
+		return
+	}
+	*b.cur = (*b.cur)[:b.fill]
+	b.full = append(b.full, mem.NewBuffer(b.cur, b.pool))
+	b.cur = nil
+}
+
+// Buffers returns what was kept; the buffer is done with.
+func (b *chunkBuffer) Buffers() mem.BufferSlice {
+	b.seal()
+	return b.full
 }
 
 // ResolveBinary turns a binaryExecutor path into the binary to run: a

@@ -11,23 +11,29 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 )
 
 const rl = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"
 
+// input is the ResourceList the runs in these tests were given.
+func input() mem.BufferSlice { return evalwire.Bytes([]byte(rl)) }
+
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 
 func TestRunPassesInputThrough(t *testing.T) {
-	res, err := Run(context.Background(), sh("cat; echo from-stderr >&2"), []byte(rl), Options{})
+	res, err := Run(context.Background(), sh("cat; echo from-stderr >&2"), strings.NewReader(rl), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.ResourceList) != rl || strings.TrimSpace(string(res.Log)) != "from-stderr" || res.ExitCode != 0 {
+	if string(res.ResourceList.Materialize()) != rl || strings.TrimSpace(string(res.Log)) != "from-stderr" || res.ExitCode != 0 {
 		t.Errorf("res = %+v", res)
 	}
-	resp, err := Respond("fn", res, err)
-	if err != nil || string(resp.GetResourceList()) != rl {
+	resp, err := Respond("fn", input(), res, err)
+	if err != nil || string(resp.ResourceList.Materialize()) != rl {
 		t.Errorf("Respond = %v, %v", resp, err)
 	}
 }
@@ -38,7 +44,7 @@ func TestRunCleanEnvironmentAndPrivateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := string(res.ResourceList)
+	out := string(res.ResourceList.Materialize())
 	if strings.Contains(out, "FNRUNNER_SECRET") || !strings.Contains(out, "EXTRA=1") {
 		t.Errorf("environment not clean:\n%s", out)
 	}
@@ -51,12 +57,12 @@ func TestRunCleanEnvironmentAndPrivateDir(t *testing.T) {
 
 func TestFailureKeepsResults(t *testing.T) {
 	script := "cat <<'X'\napiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nresults:\n- message: namespace is required\n  severity: error\nX\necho 'failed to evaluate function' >&2\nexit 1\n"
-	res, err := Run(context.Background(), sh(script), []byte(rl), Options{})
+	res, err := Run(context.Background(), sh(script), strings.NewReader(rl), Options{})
 	var xe *ExitError
 	if !errors.As(err, &xe) || xe.Result.ExitCode != 1 {
 		t.Fatalf("err = %v, want ExitError with code 1", err)
 	}
-	_, rerr := Respond("set-namespace:v0.4.5", res, err)
+	_, rerr := Respond("set-namespace:v0.4.5", input(), res, err)
 	st := status.Convert(rerr)
 	if st.Code() != codes.Internal || !strings.Contains(st.Message(), "namespace is required") {
 		t.Errorf("status = %v", st)
@@ -73,7 +79,7 @@ func TestCrashWithoutOutputReportsStderr(t *testing.T) {
 	if !errors.As(err, &xe) || xe.Signal != syscall.SIGSEGV {
 		t.Fatalf("err = %v, want killed by SIGSEGV", err)
 	}
-	_, rerr := Respond("fn", res, err)
+	_, rerr := Respond("fn", input(), res, err)
 	if st := status.Convert(rerr); st.Code() != codes.Internal || !strings.Contains(st.Message(), "boom") {
 		t.Errorf("status = %v", st)
 	}
@@ -87,7 +93,7 @@ func TestHangingFunctionHonoursDeadlineAndLeavesNoProcess(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	_, rerr := Respond("fn", res, err)
+	_, rerr := Respond("fn", input(), res, err)
 	if status.Code(rerr) != codes.DeadlineExceeded {
 		t.Errorf("code = %v", status.Code(rerr))
 	}
@@ -96,7 +102,7 @@ func TestHangingFunctionHonoursDeadlineAndLeavesNoProcess(t *testing.T) {
 
 func TestChildrenDoNotOutliveTheFunction(t *testing.T) {
 	// The function exits at once but leaves a background child behind.
-	res, err := Run(context.Background(), sh("sleep 600 >/dev/null 2>&1 & echo $$ $! >&2; cat"), []byte(rl), Options{})
+	res, err := Run(context.Background(), sh("sleep 600 >/dev/null 2>&1 & echo $$ $! >&2; cat"), strings.NewReader(rl), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,17 +114,17 @@ func TestOutputOverLimit(t *testing.T) {
 	if !errors.Is(err, ErrOutputTooLarge) {
 		t.Fatalf("err = %v, want ErrOutputTooLarge", err)
 	}
-	if len(res.ResourceList) > 1<<20 {
-		t.Errorf("kept %d bytes, more than the limit", len(res.ResourceList))
+	if res.ResourceList.Len() > 1<<20 {
+		t.Errorf("kept %d bytes, more than the limit", res.ResourceList.Len())
 	}
-	_, rerr := Respond("fn", res, err)
+	_, rerr := Respond("fn", input(), res, err)
 	if status.Code(rerr) != codes.ResourceExhausted {
 		t.Errorf("code = %v", status.Code(rerr))
 	}
 }
 
 func TestLogIsCapped(t *testing.T) {
-	res, err := Run(context.Background(), sh("head -c 100000 /dev/zero >&2; cat"), []byte(rl), Options{MaxLogBytes: 1000})
+	res, err := Run(context.Background(), sh("head -c 100000 /dev/zero >&2; cat"), strings.NewReader(rl), Options{MaxLogBytes: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +138,7 @@ func TestInvalidOutputIsInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rerr := Respond("fn", res, err)
+	_, rerr := Respond("fn", input(), res, err)
 	if st := status.Convert(rerr); st.Code() != codes.Internal || !strings.Contains(st.Message(), "invalid output") {
 		t.Errorf("status = %v", st)
 	}
@@ -143,7 +149,7 @@ func TestMissingBinary(t *testing.T) {
 	if !errors.Is(err, ErrStart) {
 		t.Fatalf("err = %v, want ErrStart", err)
 	}
-	_, rerr := Respond("fn", res, err)
+	_, rerr := Respond("fn", input(), res, err)
 	if status.Code(rerr) != codes.FailedPrecondition {
 		t.Errorf("code = %v", status.Code(rerr))
 	}
@@ -183,4 +189,29 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndex(s, ")")
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+func TestOutputKeptInBuffers(t *testing.T) {
+	// More than one buffer's worth, in writes of every size.
+	res, err := Run(context.Background(), sh("cat; head -c 100000 /dev/zero | tr '\\0' x; echo"), strings.NewReader(rl), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rl + strings.Repeat("x", 100000) + "\n"
+	if got := string(res.ResourceList.Materialize()); got != want {
+		t.Fatalf("kept %d bytes, want %d", len(got), len(want))
+	}
+	if len(res.ResourceList) < 2 {
+		t.Fatalf("output in %d buffer(s), want it split", len(res.ResourceList))
+	}
+	res.ResourceList.Free()
+}
+
+func TestFailureOnInvalidInputIsTheCallers(t *testing.T) {
+	const bad = "{{{ this: is [not yaml"
+	res, err := Run(context.Background(), sh("cat >/dev/null; echo 'failed to parse input' >&2; exit 1"), strings.NewReader(bad), Options{})
+	_, rerr := Respond("fn", evalwire.Bytes([]byte(bad)), res, err)
+	if status.Code(rerr) != codes.InvalidArgument || !strings.Contains(status.Convert(rerr).Message(), "failed to parse input") {
+		t.Fatalf("got %v, want InvalidArgument that also tells what the function said", rerr)
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
@@ -16,22 +18,33 @@ import (
 // maxMessageLog bounds how much stderr goes into a status message.
 const maxMessageLog = 4096
 
-// Respond turns the outcome of running function image into the answer of
-// EvaluateFunction: the response on success, else a gRPC status error.
+// maxExplained bounds the ResourceLists that are read in full (a YAML tree,
+// about ten times their size) to explain a failed run: larger ones are only
+// sniffed, so that a failure costs no more memory than a success. It is
+// above the default message limit, so that by default every failure is
+// explained in full.
+const maxExplained = 8 << 20
+
+// Respond turns the outcome of running function image on input into the
+// answer of EvaluateFunction: the response on success, else a gRPC status
+// error. The input is not read before the run (a 64 MiB ResourceList would
+// cost a YAML tree ten times its size); the function is its first judge, and
+// when it fails Respond says whether the input was to blame.
 //
 //   - the caller's deadline or cancellation: DeadlineExceeded / Canceled
 //   - output over the limit: ResourceExhausted
 //   - the binary cannot be started: FailedPrecondition
+//   - non-zero exit on input that is not a ResourceList: InvalidArgument
 //   - non-zero exit: Internal, with the error results (or the end of stderr)
 //     in the message and the function's ResourceList and log kept in the
 //     status details as an EvaluateFunctionResponse (porch drops them)
 //   - exit 0 with output that is not a ResourceList: Internal
-func Respond(image string, res *Result, err error) (*pb.EvaluateFunctionResponse, error) {
+func Respond(image string, input mem.BufferSlice, res *Result, err error) (*evalwire.Response, error) {
 	if err == nil {
-		if _, perr := resourcelist.Parse(res.ResourceList); perr != nil {
-			return nil, withDetails(status.New(codes.Internal, fmt.Sprintf("function %q wrote invalid output: %v%s", image, perr, logTail(res.Log))), res)
+		if serr := sniff(res.ResourceList); serr != nil {
+			return nil, withDetails(status.New(codes.Internal, fmt.Sprintf("function %q wrote invalid output: %v%s", image, serr, logTail(res.Log))), res)
 		}
-		return &pb.EvaluateFunctionResponse{ResourceList: res.ResourceList, Log: res.Log}, nil
+		return &evalwire.Response{ResourceList: res.ResourceList, Log: res.Log}, nil
 	}
 	var xe *ExitError
 	switch {
@@ -44,9 +57,12 @@ func Respond(image string, res *Result, err error) (*pb.EvaluateFunctionResponse
 	case errors.Is(err, ErrStart):
 		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", image, err)
 	case errors.As(err, &xe):
+		if ierr := check(input); ierr != nil {
+			return nil, withDetails(status.New(codes.InvalidArgument, fmt.Sprintf("%v (function %q failed on it: %v%s)", ierr, image, xe, logTail(res.Log))), res)
+		}
 		msg := fmt.Sprintf("function %q failed: %v", image, xe)
-		if results, perr := resourcelist.Results(res.ResourceList); perr == nil && resourcelist.ErrorSummary(results) != "" {
-			msg += ": " + resourcelist.ErrorSummary(results)
+		if summary := errorResults(res.ResourceList); summary != "" {
+			msg += ": " + summary
 		} else {
 			msg += logTail(res.Log)
 		}
@@ -54,6 +70,31 @@ func Respond(image string, res *Result, err error) (*pb.EvaluateFunctionResponse
 	default:
 		return nil, status.Errorf(codes.Internal, "function %q: %v", image, err)
 	}
+}
+
+// sniff is resourcelist.Sniff over buffers.
+func sniff(s mem.BufferSlice) error { return resourcelist.SniffFrom(evalwire.NewReader(s)) }
+
+// check reads a ResourceList in full if it is small enough (maxExplained),
+// else sniffs it.
+func check(s mem.BufferSlice) error {
+	if s.Len() > maxExplained {
+		return sniff(s)
+	}
+	_, err := resourcelist.Parse(s.Materialize())
+	return err
+}
+
+// errorResults summarises the error results in a failed function's output.
+func errorResults(out mem.BufferSlice) string {
+	if out.Len() > maxExplained {
+		return ""
+	}
+	results, err := resourcelist.Results(out.Materialize())
+	if err != nil {
+		return ""
+	}
+	return resourcelist.ErrorSummary(results)
 }
 
 // FailureDetails returns the function's output carried in a status error
@@ -76,8 +117,8 @@ func withDetails(st *status.Status, res *Result) error {
 		return st.Err()
 	}
 	d := &pb.EvaluateFunctionResponse{Log: res.Log}
-	if _, err := resourcelist.Parse(res.ResourceList); err == nil {
-		d.ResourceList = res.ResourceList
+	if res.ResourceList.Len() <= maxExplained && check(res.ResourceList) == nil {
+		d.ResourceList = res.ResourceList.Materialize()
 	}
 	if wd, err := st.WithDetails(d); err == nil {
 		return wd.Err()

@@ -12,9 +12,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
 )
@@ -79,12 +79,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "binary-runner",
-		ServerOptions:  serverOpts,
+		ServerOptions:  append(serverOpts, evalwire.ServerCodec()),
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
+	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,

@@ -17,10 +17,10 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/gateway/server"
 )
 
@@ -115,7 +115,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	var routes []server.Route
 	for _, k := range []executortable.Kind{executortable.Go, executortable.Binary} {
 		if !off[k] {
-			routes = append(routes, server.Route{Kind: k, Client: pb.NewFunctionEvaluatorClient(runnerConn), Health: healthpb.NewHealthClient(runnerConn)})
+			routes = append(routes, server.Route{Kind: k, Client: evalwire.NewClient(runnerConn), Health: healthpb.NewHealthClient(runnerConn)})
 		}
 	}
 	if o.podManagerAddress != "" && !off[executortable.Pod] {
@@ -130,7 +130,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 				return fmt.Errorf("pod-manager address %q: %w", addr, err)
 			}
 			defer conn.Close()
-			replicas = append(replicas, server.Replica{Address: addr, Client: pb.NewFunctionEvaluatorClient(conn), Health: healthpb.NewHealthClient(conn)})
+			replicas = append(replicas, server.Replica{Address: addr, Client: evalwire.NewClient(conn), Health: healthpb.NewHealthClient(conn)})
 		}
 		routes = append(routes, server.Route{Kind: executortable.Pod, Client: replicas, Health: replicas, Unclaimed: true})
 	}
@@ -142,11 +142,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "gateway",
+		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, ev)
+	evalwire.Register(srv.GRPC, ev)
 	if ready != nil {
 		ready <- lis.Addr()
 	}

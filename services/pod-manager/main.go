@@ -30,10 +30,10 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/server"
@@ -203,7 +203,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "pod-manager",
-		ServerOptions:  serverOpts,
+		ServerOptions:  append(serverOpts, evalwire.ServerCodec()),
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,
@@ -217,7 +217,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		PullSecret:              pullSecret,
 		RunUnclaimed:            o.runUnclaimed,
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, podServer)
+	evalwire.Register(srv.GRPC, podServer)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })

@@ -20,15 +20,16 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/admission"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
 type options struct {
@@ -70,27 +71,30 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 type wrapper struct {
-	pb.UnimplementedFunctionEvaluatorServer
 	entrypoint        []string
 	limit             *admission.Limiter
 	concurrent, queue int
 	exec              fnexec.Options
 }
 
-func (w *wrapper) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
-	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+// EvaluateFunction implements evalwire.Server. Like the binary-runner, it
+// only sniffs the ResourceList before the run (fnexec.Respond).
+func (w *wrapper) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	// No answer refers to the request's buffers: they go back to the pool.
+	defer req.Free()
+	if err := resourcelist.SniffFrom(evalwire.NewReader(req.ResourceList)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	release, err := w.limit.Acquire(ctx)
 	if err != nil {
 		if errors.Is(err, admission.ErrQueueFull) {
-			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v in this pod (--max-concurrent %d, --max-queue %d)", req.GetImage(), err, w.concurrent, w.queue)
+			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v in this pod (--max-concurrent %d, --max-queue %d)", req.Image, err, w.concurrent, w.queue)
 		}
-		return fnexec.Respond(req.GetImage(), nil, fmt.Errorf("waiting for a run slot: %w", err))
+		return fnexec.Respond(req.Image, nil, nil, fmt.Errorf("waiting for a run slot: %w", err))
 	}
 	defer release()
-	res, err := fnexec.Run(ctx, w.entrypoint, req.GetResourceList(), w.exec)
-	return fnexec.Respond(req.GetImage(), res, err)
+	res, err := fnexec.Run(ctx, w.entrypoint, evalwire.NewReader(req.ResourceList), w.exec)
+	return fnexec.Respond(req.Image, req.ResourceList, res, err)
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -113,11 +117,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	srv := grpcserving.New(log, grpcserving.Config{
 		Name:           "wrapper-server",
+		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
 		MetricsAddress: o.common.MetricsAddress,
 		DrainTimeout:   o.common.DrainTimeout,
 	})
-	pb.RegisterFunctionEvaluatorServer(srv.GRPC, &wrapper{
+	evalwire.Register(srv.GRPC, &wrapper{
 		entrypoint: o.entrypoint,
 		limit:      admission.New(o.maxConcurrent, o.maxQueue),
 		concurrent: o.maxConcurrent,

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/admission"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
@@ -68,14 +69,14 @@ func TestBoundedConcurrency(t *testing.T) {
 	ctx := context.Background()
 	results := make(chan error, 2)
 	call := func() {
-		_, err := w.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte(rl)})
+		_, err := w.EvaluateFunction(ctx, &evalwire.Request{Image: "fn", ResourceList: evalwire.Bytes([]byte(rl))})
 		results <- err
 	}
 	go call()
 	waitUntil(t, func() bool { return w.limit.InFlight() == 1 })
 	go call()
 	waitUntil(t, func() bool { return w.limit.Queued() == 1 })
-	_, err := w.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte(rl)})
+	_, err := w.EvaluateFunction(ctx, &evalwire.Request{Image: "fn", ResourceList: evalwire.Bytes([]byte(rl))})
 	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-queue 1") {
 		t.Errorf("third call = %v, want ResourceExhausted", err)
 	}

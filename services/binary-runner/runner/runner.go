@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
 
@@ -46,9 +46,8 @@ type Options struct {
 	MaxOutputBytes int
 }
 
-// Runner implements pb.FunctionEvaluatorServer.
+// Runner implements evalwire.Server.
 type Runner struct {
-	pb.UnimplementedFunctionEvaluatorServer
 	tables    Tables
 	opts      Options
 	functions map[string]catalog.Function
@@ -60,17 +59,21 @@ func New(tables Tables, functions map[string]catalog.Function, opts Options) *Ru
 	return &Runner{tables: tables, opts: opts, functions: functions}
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorServer.
-func (r *Runner) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+// EvaluateFunction implements evalwire.Server. The ResourceList is only
+// sniffed before the run: the function reads it, and fnexec.Respond says
+// whether it was to blame if the function fails.
+func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	// No answer refers to the request's buffers: they go back to the pool.
+	defer req.Free()
 	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
 		return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
-	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if _, err := resourcelist.Parse(req.GetResourceList()); err != nil {
+	if err := resourcelist.SniffFrom(evalwire.NewReader(req.ResourceList)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	kinds := []executortable.Kind{executortable.Go, executortable.Binary}
@@ -92,16 +95,16 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 			return r.runBinary(ctx, req, fc.GetBinary().GetPath())
 		}
 	}
-	return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
 }
 
-func (r *Runner) runBinary(ctx context.Context, req *pb.EvaluateFunctionRequest, path string) (*pb.EvaluateFunctionResponse, error) {
+func (r *Runner) runBinary(ctx context.Context, req *evalwire.Request, path string) (*evalwire.Response, error) {
 	bin, err := r.resolve(path)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.GetImage(), err)
+		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 	}
-	res, err := fnexec.Run(ctx, []string{bin}, req.GetResourceList(), r.opts.Exec)
-	return fnexec.Respond(req.GetImage(), res, err)
+	res, err := fnexec.Run(ctx, []string{bin}, evalwire.NewReader(req.ResourceList), r.opts.Exec)
+	return fnexec.Respond(req.Image, req.ResourceList, res, err)
 }
 
 // resolve turns a table path into the binary to run (fnexec.ResolveBinary).
@@ -113,11 +116,14 @@ func (r *Runner) resolve(path string) (string, error) {
 // process: a panic becomes an Internal error, and the caller's deadline is
 // honoured (a function that overruns it finishes in the background, its
 // result discarded).
-func (r *Runner) runGo(ctx context.Context, req *pb.EvaluateFunctionRequest, id string) (*pb.EvaluateFunctionResponse, error) {
+func (r *Runner) runGo(ctx context.Context, req *evalwire.Request, id string) (*evalwire.Response, error) {
 	f, ok := r.functions[id]
 	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "function %q: no linked-in Go function with id %q", req.GetImage(), id)
+		return nil, status.Errorf(codes.FailedPrecondition, "function %q: no linked-in Go function with id %q", req.Image, id)
 	}
+	// The function reads one contiguous ResourceList; this copy is its own,
+	// so it may outlive the call (see below).
+	input := req.ResourceList.Materialize()
 	type outcome struct {
 		res *fnexec.Result
 		err error
@@ -125,14 +131,14 @@ func (r *Runner) runGo(ctx context.Context, req *pb.EvaluateFunctionRequest, id 
 	done := make(chan outcome, 1)
 	go func() {
 		if !f.WritesStderr {
-			res, err := runInProcess(f.Process, req.GetResourceList())
+			res, err := runInProcess(f.Process, input)
 			done <- outcome{res, err}
 			return
 		}
 		var res *fnexec.Result
 		var err error
 		log, tapErr := r.tap.capture(r.opts.Exec.MaxLogBytes, func() {
-			res, err = runInProcess(f.Process, req.GetResourceList())
+			res, err = runInProcess(f.Process, input)
 		})
 		if tapErr == nil {
 			res.Log = append(log, res.Log...)
@@ -141,12 +147,12 @@ func (r *Runner) runGo(ctx context.Context, req *pb.EvaluateFunctionRequest, id 
 	}()
 	select {
 	case <-ctx.Done():
-		return fnexec.Respond(req.GetImage(), nil, fmt.Errorf("function did not finish: %w", ctx.Err()))
+		return fnexec.Respond(req.Image, nil, nil, fmt.Errorf("function did not finish: %w", ctx.Err()))
 	case o := <-done:
-		if o.err == nil && r.opts.MaxOutputBytes > 0 && len(o.res.ResourceList) > r.opts.MaxOutputBytes {
-			return fnexec.Respond(req.GetImage(), o.res, fmt.Errorf("%w (%d bytes)", fnexec.ErrOutputTooLarge, r.opts.MaxOutputBytes))
+		if o.err == nil && r.opts.MaxOutputBytes > 0 && o.res.ResourceList.Len() > r.opts.MaxOutputBytes {
+			return fnexec.Respond(req.Image, req.ResourceList, o.res, fmt.Errorf("%w (%d bytes)", fnexec.ErrOutputTooLarge, r.opts.MaxOutputBytes))
 		}
-		return fnexec.Respond(req.GetImage(), o.res, o.err)
+		return fnexec.Respond(req.Image, req.ResourceList, o.res, o.err)
 	}
 }
 
@@ -158,7 +164,7 @@ func runInProcess(p fn.ResourceListProcessorFunc, input []byte) (res *fnexec.Res
 		}
 	}()
 	out, runErr := fn.Run(p, input)
-	res = &fnexec.Result{ResourceList: out}
+	res = &fnexec.Result{ResourceList: evalwire.Bytes(out)}
 	if runErr != nil {
 		// What the function's binary would print and exit with (fn.AsMain).
 		res.ExitCode = 1

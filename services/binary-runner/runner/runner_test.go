@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
 
@@ -34,26 +34,26 @@ const rl = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n
 
 func TestStarlarkPrintIsTheCallsLog(t *testing.T) {
 	r := newRunner(catalog.Functions(), goEntry("starlark", "starlark"))
-	req := &pb.EvaluateFunctionRequest{Image: "starlark:v1", ResourceList: []byte(rl + `functionConfig:
+	req := &evalwire.Request{Image: "starlark:v1", ResourceList: evalwire.Bytes([]byte(rl + `functionConfig:
   apiVersion: fn.kpt.dev/v1alpha1
   kind: StarlarkRun
   metadata:
     name: p
   source: |
     print("hello from starlark")
-`)}
+`))}
 	resp, err := r.EvaluateFunction(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(resp.GetLog()), "hello from starlark") {
-		t.Errorf("log = %q, want the print output", resp.GetLog())
+	if !strings.Contains(string(resp.Log), "hello from starlark") {
+		t.Errorf("log = %q, want the print output", resp.Log)
 	}
 }
 
 func TestPanicIsInternal(t *testing.T) {
 	r := newRunner(map[string]catalog.Function{"boom": {Process: func(*fn.ResourceList) (bool, error) { panic("kaboom") }}}, goEntry("boom", "boom"))
-	_, err := r.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "boom:v1", ResourceList: []byte(rl)})
+	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "boom:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	if st := status.Convert(err); st.Code() != codes.Internal {
 		t.Fatalf("panic = %v, want Internal", err)
 	}
@@ -61,7 +61,7 @@ func TestPanicIsInternal(t *testing.T) {
 		t.Errorf("panic details = %v, %v", d, ok)
 	}
 	// The runner is still fine.
-	if _, err := r.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "nope:v1", ResourceList: []byte(rl)}); status.Code(err) != codes.NotFound {
+	if _, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "nope:v1", ResourceList: evalwire.Bytes([]byte(rl))}); status.Code(err) != codes.NotFound {
 		t.Errorf("after a panic: %v", err)
 	}
 }
@@ -72,7 +72,7 @@ func TestDeadlineForInProcessFunction(t *testing.T) {
 	r := newRunner(map[string]catalog.Function{"slow": {Process: func(*fn.ResourceList) (bool, error) { <-release; return true, nil }}}, goEntry("slow", "slow"))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := r.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "slow:v1", ResourceList: []byte(rl)})
+	_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("slow function = %v, want DeadlineExceeded", err)
 	}

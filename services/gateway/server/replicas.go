@@ -11,13 +11,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 )
 
 // Replica is one pod-manager replica.
 type Replica struct {
 	Address string
-	Client  pb.FunctionEvaluatorClient
+	Client  Executor
 	Health  healthpb.HealthClient
 }
 
@@ -62,11 +62,11 @@ func function(image string) string {
 	return image
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorClient.
-func (rs Replicas) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest, opts ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+// EvaluateFunction implements Executor.
+func (rs Replicas) EvaluateFunction(ctx context.Context, req *evalwire.Request, opts ...grpc.CallOption) (*evalwire.Response, error) {
 	var err error
-	for _, r := range rs.Order(req.GetImage()) {
-		var resp *pb.EvaluateFunctionResponse
+	for _, r := range rs.Order(req.Image) {
+		var resp *evalwire.Response
 		resp, err = r.Client.EvaluateFunction(ctx, req, opts...)
 		// Only a replica that could not be reached passes the call on: any
 		// other answer means it owns the function and answered.

@@ -10,15 +10,16 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
 // Tables gives the current executor table; *configclient.Client implements it.
@@ -26,10 +27,16 @@ type Tables interface {
 	Tables() *executortable.Tables
 }
 
+// Executor is an executor service's EvaluateFunction; *evalwire.Client
+// and Replicas implement it.
+type Executor interface {
+	EvaluateFunction(ctx context.Context, req *evalwire.Request, opts ...grpc.CallOption) (*evalwire.Response, error)
+}
+
 // Route is one executor and the service that runs it.
 type Route struct {
 	Kind   executortable.Kind
-	Client pb.FunctionEvaluatorClient
+	Client Executor
 	Health healthpb.HealthClient
 	// Unclaimed: ask this executor even when the table does not name it for
 	// the image (the pod executor runs unclaimed images, as porch's does;
@@ -39,7 +46,6 @@ type Route struct {
 
 // Evaluator serves EvaluateFunction.
 type Evaluator struct {
-	pb.UnimplementedFunctionEvaluatorServer
 	log    *slog.Logger
 	tables Tables
 	routes []Route
@@ -50,17 +56,22 @@ func NewEvaluator(log *slog.Logger, tables Tables, routes ...Route) *Evaluator {
 	return &Evaluator{log: log, tables: tables, routes: routes}
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorServer.
-func (e *Evaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+// EvaluateFunction implements evalwire.Server. The ResourceList stays in
+// the buffers it came in: sniffed, then handed to the executor as it is; the
+// executor's answer goes back the same way.
+func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	// Answers are in buffers of their own: the request's go back to the
+	// pool once every executor asked is done with it.
+	defer req.Free()
 	tables := e.tables.Tables()
 	if tables == nil {
 		return nil, status.Error(codes.Unavailable, "the gateway has no executor table yet (is the config-reconciler reachable?)")
 	}
-	ref, err := imagematch.Parse(req.GetImage(), tables.DefaultPrefix)
+	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := resourcelist.Sniff(req.GetResourceList()); err != nil {
+	if err := resourcelist.SniffFrom(evalwire.NewReader(req.ResourceList)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	for _, r := range e.routes {
@@ -70,13 +81,13 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFuncti
 		start := time.Now()
 		resp, err := r.Client.EvaluateFunction(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), req)
 		code := status.Code(err)
-		e.log.Debug("routed", "image", req.GetImage(), "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
+		e.log.Debug("routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {
 			continue
 		}
 		return resp, err
 	}
-	return nil, status.Errorf(codes.NotFound, "function %q not found", req.GetImage())
+	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
 }
 
 // Serving reports whether the gateway can answer: it holds an executor table

@@ -21,11 +21,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
-	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
@@ -74,9 +74,8 @@ type Options struct {
 	RunUnclaimed bool
 }
 
-// Server implements pb.FunctionEvaluatorServer.
+// Server implements evalwire.Server.
 type Server struct {
-	pb.UnimplementedFunctionEvaluatorServer
 	tables    Tables
 	resolver  Resolver
 	cache     Cache
@@ -90,20 +89,23 @@ func New(tables Tables, resolver Resolver, cache Cache, tpl func() *templates.Te
 	return &Server{tables: tables, resolver: resolver, cache: cache, templates: tpl, conns: conns, opts: opts}
 }
 
-// EvaluateFunction implements pb.FunctionEvaluatorServer. A call is sent
+// EvaluateFunction implements evalwire.Server. A call is sent
 // to one pod only once: if the pod does not accept the connection (deleted,
 // evicted), the call was not sent and goes to another pod; if the
 // connection breaks after the call was sent, the caller gets Unavailable.
-func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	// The answer is the pod's, in buffers of its own: the request's go back
+	// to the pool once it has been passed on.
+	defer req.Free()
 	for attempt := 1; ; attempt++ {
-		lease, err := s.lease(ctx, req.GetImage())
+		lease, err := s.lease(ctx, req.Image)
 		if err != nil {
 			return nil, err
 		}
 		conn, err := s.conns.Get(lease.Pod, lease.Address)
 		if err != nil {
 			lease.Release()
-			return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.GetImage(), lease.Pod, err)
+			return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.Image, lease.Pod, err)
 		}
 		if err := sendonce.WaitReady(ctx, conn, podConnectWait); err != nil {
 			lease.Release()
@@ -114,13 +116,13 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionR
 			s.cache.PodFailed(lease.Pod, fmt.Errorf("wrapper-server at %s not reachable", lease.Address))
 			if attempt == podAttempts {
 				return nil, status.Errorf(codes.Unavailable, "function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
-					req.GetImage(), attempt, lease.Pod, lease.Address)
+					req.Image, attempt, lease.Pod, lease.Address)
 			}
 			continue
 		}
-		resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, req)
+		resp, err := evalwire.NewClient(conn).EvaluateFunction(ctx, req)
 		lease.Release()
-		return resp, sendonce.Broken(ctx, err, fmt.Sprintf("function %q: pod %s", req.GetImage(), lease.Pod))
+		return resp, sendonce.Broken(ctx, err, fmt.Sprintf("function %q: pod %s", req.Image, lease.Pod))
 	}
 }
 

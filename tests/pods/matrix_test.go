@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,6 +258,19 @@ func BenchmarkMemory(b *testing.B) {
 		if err := s.Stop(30 * time.Second); err != nil {
 			b.Error(err)
 		}
+	}
+	// The function on its own: what the go executor takes into the
+	// binary-runner's process, and the binary executor leaves in the
+	// function's.
+	cmd := exec.Command(stack.Binary(b, "FNRUNNER_SET_NAMESPACE"))
+	cmd.Stdin, cmd.Stdout = bytes.NewReader(data), io.Discard
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("set-namespace on its own: %v", err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		own := ru.Maxrss << 10 // KiB on Linux
+		fmt.Fprintf(&table, "\nset-namespace exec'd on its own on the same input peaks at %s (%.2f× input): the go executor runs the function inside the binary-runner, so its row carries the function's own YAML tree; with the binary executor that memory is the function process's, and the binary-runner's row is its own.\n",
+			report.MiB(own), float64(own)/float64(len(data)))
 	}
 	fmt.Println(table.String())
 	if *benchOut != "" {

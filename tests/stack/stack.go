@@ -161,7 +161,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	s.conn, err = grpc.NewClient(s.GatewayAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,42 +69,47 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *Request:
 		m.Free()
-		*m = Request{}
-		return decode(data, func(num protowire.Number, field mem.BufferSlice) error {
-			switch num {
-			case fieldResourceList:
-				m.ResourceList.Free()
-				m.ResourceList = field
-				return nil
-			case fieldImage:
-				defer field.Free()
-				b := field.Materialize()
-				if !utf8.Valid(b) {
-					return errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
-				}
-				m.Image = string(b)
-				return nil
-			}
-			field.Free()
-			return nil
-		})
+		rl, image, err := decodeMessage(data)
+		if err != nil {
+			return err
+		}
+		if !utf8.Valid(image) {
+			rl.Free()
+			return errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
+		}
+		*m = Request{Image: string(image), ResourceList: rl}
+		return nil
 	case *Response:
 		m.Free()
-		*m = Response{}
-		return decode(data, func(num protowire.Number, field mem.BufferSlice) error {
-			switch num {
-			case fieldResourceList:
-				m.ResourceList.Free()
-				m.ResourceList = field
-				return nil
-			case fieldLog:
-				m.Log = field.Materialize()
-			}
-			field.Free()
-			return nil
-		})
+		rl, log, err := decodeMessage(data)
+		if err != nil {
+			return err
+		}
+		*m = Response{ResourceList: rl, Log: log}
+		return nil
 	}
 	return c.proto().Unmarshal(data, v)
+}
+
+// decodeMessage reads either message of evaluator.proto: the resource list
+// (field 1) as views into data, and field 2 (image or log) copied.
+func decodeMessage(data mem.BufferSlice) (rl mem.BufferSlice, second []byte, err error) {
+	err = decode(data, func(num protowire.Number, field mem.BufferSlice) {
+		switch num {
+		case fieldResourceList:
+			rl.Free()
+			rl = field
+			return
+		case fieldImage: // and fieldLog
+			second = field.Materialize()
+		}
+		field.Free()
+	})
+	if err != nil {
+		rl.Free()
+		return nil, nil, err
+	}
+	return rl, second, nil
 }
 
 // errTruncated is a message that ends inside a field.
@@ -114,7 +119,7 @@ var errTruncated = errors.New("proto: message truncated")
 // length-delimited one to found as a view into data's buffers (its own
 // references, which found keeps or frees). Other fields are skipped, as
 // unknown fields are. A field seen twice is given twice: the last one wins.
-func decode(data mem.BufferSlice, found func(protowire.Number, mem.BufferSlice) error) error {
+func decode(data mem.BufferSlice, found func(protowire.Number, mem.BufferSlice)) error {
 	c := cursor{s: data}
 	for !c.done() {
 		tag, err := c.varint()
@@ -139,9 +144,7 @@ func decode(data mem.BufferSlice, found func(protowire.Number, mem.BufferSlice) 
 		if err != nil {
 			return err
 		}
-		if err := found(num, field); err != nil {
-			return err
-		}
+		found(num, field)
 	}
 	return nil
 }

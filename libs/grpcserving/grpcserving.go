@@ -83,6 +83,27 @@ func New(log *slog.Logger, cfg Config) *Server {
 	return s
 }
 
+// Open is how every service main starts: it builds the gRPC server with
+// TLS from tls (nil for a service without TLS flags), the metrics address and
+// drain timeout from the common flags, and cfg's other settings, then opens
+// the listener on host:port ("" host: every interface). TLS flag errors are
+// FlagErrors.
+func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg Config) (net.Listener, *Server, error) {
+	if tls != nil {
+		opts, err := tls.ServerOptions()
+		if err != nil {
+			return nil, nil, FlagError(err)
+		}
+		cfg.ServerOptions = append(opts, cfg.ServerOptions...)
+	}
+	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
+	lis, err := Listen(host, port)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lis, New(log, cfg), nil
+}
+
 // Listen opens the service's TCP listener on host:port ("" host: every interface).
 func Listen(host string, port int) (net.Listener, error) {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))

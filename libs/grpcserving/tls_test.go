@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -21,12 +20,12 @@ func TestMutualTLS(t *testing.T) {
 	good := testcerts.Generate(t, dir, "fnrunner")
 	other := testcerts.Generate(t, dir, "stranger")
 	server := grpcserving.TLSFlags{Cert: good.Cert, Key: good.Key, CA: good.CA}
-	opts, err := server.ServerOptions()
-	if err != nil {
-		t.Fatal(err)
+	common := grpcserving.Flags{DrainTimeout: time.Second}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, _, err := common.Open(log, "127.0.0.1", 0, &grpcserving.TLSFlags{Cert: good.Cert}, grpcserving.Config{Name: "t"}); err == nil {
+		t.Fatal("Open with a partial TLS configuration succeeded")
 	}
-	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20, DrainTimeout: time.Second, ServerOptions: opts})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, srv, err := common.Open(log, "127.0.0.1", 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

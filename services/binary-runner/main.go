@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/configclient"
@@ -69,21 +70,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeCfg()
 
-	lis, err := grpcserving.Listen("", o.port)
+	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Name:           "binary-runner",
+		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
+		MaxMessageSize: o.maxRequestBodySize,
+	})
 	if err != nil {
 		return err
 	}
-	serverOpts, err := o.tls.ServerOptions()
-	if err != nil {
-		return grpcserving.FlagError(err)
-	}
-	srv := grpcserving.New(log, grpcserving.Config{
-		Name:           "binary-runner",
-		ServerOptions:  append(serverOpts, evalwire.ServerCodec()),
-		MaxMessageSize: o.maxRequestBodySize,
-		MetricsAddress: o.common.MetricsAddress,
-		DrainTimeout:   o.common.DrainTimeout,
-	})
 	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,

@@ -79,22 +79,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
 
-	lis, err := grpcserving.Listen("", o.port)
+	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Name:           "config-reconciler",
+		MaxMessageSize: o.maxMessageSize,
+		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
+	})
 	if err != nil {
 		return err
 	}
-	serverOpts, err := o.tls.ServerOptions()
-	if err != nil {
-		return grpcserving.FlagError(err)
-	}
-	srv := grpcserving.New(log, grpcserving.Config{
-		Name:           "config-reconciler",
-		ServerOptions:  serverOpts,
-		MaxMessageSize: o.maxMessageSize,
-		MetricsAddress: o.common.MetricsAddress,
-		DrainTimeout:   o.common.DrainTimeout,
-		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
-	})
 	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Log: log, Stopping: srv.Stopping()})
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -136,17 +136,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	ev := server.NewEvaluator(log, cfg, routes...)
 
-	lis, err := grpcserving.Listen("", o.port)
-	if err != nil {
-		return err
-	}
-	srv := grpcserving.New(log, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, "", o.port, nil, grpcserving.Config{
 		Name:           "gateway",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
-		MetricsAddress: o.common.MetricsAddress,
-		DrainTimeout:   o.common.DrainTimeout,
 	})
+	if err != nil {
+		return err
+	}
 	evalwire.Register(srv.GRPC, ev)
 	if ready != nil {
 		ready <- lis.Addr()

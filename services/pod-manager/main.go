@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -193,22 +194,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeCfg()
 
-	lis, err := grpcserving.Listen("", o.port)
+	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Name:           "pod-manager",
+		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
+		MaxMessageSize: o.maxRequestBodySize,
+		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
+	})
 	if err != nil {
 		return err
 	}
-	serverOpts, err := o.tls.ServerOptions()
-	if err != nil {
-		return grpcserving.FlagError(err)
-	}
-	srv := grpcserving.New(log, grpcserving.Config{
-		Name:           "pod-manager",
-		ServerOptions:  append(serverOpts, evalwire.ServerCodec()),
-		MaxMessageSize: o.maxRequestBodySize,
-		MetricsAddress: o.common.MetricsAddress,
-		DrainTimeout:   o.common.DrainTimeout,
-		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
-	})
 	podServer := server.New(cfg, resolver, pods, current.Load, conns, server.Options{
 		MaxParallelExecutions:   o.maxParallelPods,
 		PreferredMaxQueueLength: o.maxWaitlistLength,

@@ -111,17 +111,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return copySelf(o.copyTo)
 	}
 	log := o.common.Logger(stderr, "wrapper-server")
-	lis, err := grpcserving.Listen(o.listenHost, o.port)
-	if err != nil {
-		return err
-	}
-	srv := grpcserving.New(log, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, o.listenHost, o.port, nil, grpcserving.Config{
 		Name:           "wrapper-server",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
-		MetricsAddress: o.common.MetricsAddress,
-		DrainTimeout:   o.common.DrainTimeout,
 	})
+	if err != nil {
+		return err
+	}
 	evalwire.Register(srv.GRPC, &wrapper{
 		entrypoint: o.entrypoint,
 		limit:      admission.New(o.maxConcurrent, o.maxQueue),

@@ -42,7 +42,8 @@ const maxExplained = 8 << 20
 func Respond(image string, input mem.BufferSlice, res *Result, err error) (*evalwire.Response, error) {
 	if err == nil {
 		if serr := sniff(res.ResourceList); serr != nil {
-			return nil, withDetails(status.New(codes.Internal, fmt.Sprintf("function %q wrote invalid output: %v%s", image, serr, logTail(res.Log))), res)
+			// Not a ResourceList: only the log goes into the details.
+			return nil, withDetails(status.New(codes.Internal, fmt.Sprintf("function %q wrote invalid output: %v%s", image, serr, logTail(res.Log))), res.Log, nil)
 		}
 		return &evalwire.Response{ResourceList: res.ResourceList, Log: res.Log}, nil
 	}
@@ -57,16 +58,17 @@ func Respond(image string, input mem.BufferSlice, res *Result, err error) (*eval
 	case errors.Is(err, ErrStart):
 		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", image, err)
 	case errors.As(err, &xe):
+		output, parsed := readOutput(res.ResourceList)
 		if ierr := check(input); ierr != nil {
-			return nil, withDetails(status.New(codes.InvalidArgument, fmt.Sprintf("%v (function %q failed on it: %v%s)", ierr, image, xe, logTail(res.Log))), res)
+			return nil, withDetails(status.New(codes.InvalidArgument, fmt.Sprintf("%v (function %q failed on it: %v%s)", ierr, image, xe, logTail(res.Log))), res.Log, output)
 		}
 		msg := fmt.Sprintf("function %q failed: %v", image, xe)
-		if summary := errorResults(res.ResourceList); summary != "" {
+		if summary := errorSummary(parsed); summary != "" {
 			msg += ": " + summary
 		} else {
 			msg += logTail(res.Log)
 		}
-		return nil, withDetails(status.New(codes.Internal, msg), res)
+		return nil, withDetails(status.New(codes.Internal, msg), res.Log, output)
 	default:
 		return nil, status.Errorf(codes.Internal, "function %q: %v", image, err)
 	}
@@ -85,16 +87,27 @@ func check(s mem.BufferSlice) error {
 	return err
 }
 
-// errorResults summarises the error results in a failed function's output.
-func errorResults(out mem.BufferSlice) string {
+// readOutput reads a failed function's output once, in full, to explain
+// the failure: its bytes and parsed form, or nils when it is larger than
+// maxExplained or not a ResourceList.
+func readOutput(out mem.BufferSlice) ([]byte, *resourcelist.ResourceList) {
 	if out.Len() > maxExplained {
-		return ""
+		return nil, nil
 	}
-	results, err := resourcelist.Results(out.Materialize())
+	data := out.Materialize()
+	rl, err := resourcelist.Parse(data)
 	if err != nil {
+		return nil, nil
+	}
+	return data, rl
+}
+
+// errorSummary is the error results of parsed output ("" without output).
+func errorSummary(rl *resourcelist.ResourceList) string {
+	if rl == nil {
 		return ""
 	}
-	return resourcelist.ErrorSummary(results)
+	return resourcelist.ErrorSummary(rl.Results)
 }
 
 // FailureDetails returns the function's output carried in a status error
@@ -112,14 +125,10 @@ func FailureDetails(err error) (*pb.EvaluateFunctionResponse, bool) {
 	return nil, false
 }
 
-func withDetails(st *status.Status, res *Result) error {
-	if res == nil {
-		return st.Err()
-	}
-	d := &pb.EvaluateFunctionResponse{Log: res.Log}
-	if res.ResourceList.Len() <= maxExplained && check(res.ResourceList) == nil {
-		d.ResourceList = res.ResourceList.Materialize()
-	}
+// withDetails carries the function's log, and its output when that is a
+// ResourceList (readOutput), in st's details.
+func withDetails(st *status.Status, log, output []byte) error {
+	d := &pb.EvaluateFunctionResponse{Log: log, ResourceList: output}
 	if wd, err := st.WithDetails(d); err == nil {
 		return wd.Err()
 	}

@@ -7,7 +7,6 @@
 package fnexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -100,8 +99,8 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Re
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stdout := &chunkBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
-	stderr := &cappedBuffer{limit: opts.MaxLogBytes}
+	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
+	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -155,46 +154,13 @@ func killGroup(p *os.Process) error {
 	return err
 }
 
-// cappedBuffer keeps the first limit bytes written to it and counts the rest.
-type cappedBuffer struct {
-	buf        bytes.Buffer
-	limit      int
-	dropped    int64
-	onOverflow func()
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	room := b.limit - b.buf.Len()
-	if room >= len(p) {
-		return b.buf.Write(p)
-	}
-	if room > 0 {
-		b.buf.Write(p[:room])
-	}
-	first := b.dropped == 0
-	b.dropped += int64(len(p) - max(room, 0))
-	if first && b.onOverflow != nil {
-		b.onOverflow()
-	}
-	// Keep consuming so the writer never blocks on a full pipe.
-	return len(p), nil
-}
-
-// BytesWithNote is the kept bytes plus a note of how much was dropped.
-func (b *cappedBuffer) BytesWithNote() []byte {
-	if b.dropped == 0 {
-		return b.buf.Bytes()
-	}
-	return append(b.buf.Bytes(), fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
-}
-
-// chunkSize is the size of the buffers stdout is kept in.
+// chunkSize is the size of the buffers output is kept in.
 const chunkSize = 32 << 10
 
-// chunkBuffer keeps the first limit bytes written to it in fixed-size
+// cappedBuffer keeps the first limit bytes written to it in fixed-size
 // buffers from a pool (never a growing array that is copied as it doubles)
 // and counts the rest.
-type chunkBuffer struct {
+type cappedBuffer struct {
 	pool       mem.BufferPool
 	full       mem.BufferSlice
 	cur        *[]byte // being filled, up to fill
@@ -205,7 +171,7 @@ type chunkBuffer struct {
 	onOverflow func()
 }
 
-func (b *chunkBuffer) Write(p []byte) (int, error) {
+func (b *cappedBuffer) Write(p []byte) (int, error) {
 	written := len(p)
 	if room := b.limit - b.n; len(p) > room {
 		first := b.dropped == 0
@@ -232,7 +198,7 @@ func (b *chunkBuffer) Write(p []byte) (int, error) {
 }
 
 // seal moves the buffer being filled to the full ones.
-func (b *chunkBuffer) seal() {
+func (b *cappedBuffer) seal() {
 	if b.cur == nil {
 		return
 	}
@@ -242,9 +208,21 @@ func (b *chunkBuffer) seal() {
 }
 
 // Buffers returns what was kept; the buffer is done with.
-func (b *chunkBuffer) Buffers() mem.BufferSlice {
+func (b *cappedBuffer) Buffers() mem.BufferSlice {
 	b.seal()
 	return b.full
+}
+
+// BytesWithNote returns what was kept in one slice, plus a note of how much
+// was dropped; the buffer is done with.
+func (b *cappedBuffer) BytesWithNote() []byte {
+	kept := b.Buffers()
+	out := kept.Materialize()
+	kept.Free()
+	if b.dropped == 0 {
+		return out
+	}
+	return append(out, fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
 }
 
 // ResolveBinary turns a binaryExecutor path into the binary to run: a

@@ -97,15 +97,15 @@ func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg
 		cfg.ServerOptions = append(opts, cfg.ServerOptions...)
 	}
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
-	lis, err := Listen(host, port)
+	lis, err := listen(host, port)
 	if err != nil {
 		return nil, nil, err
 	}
 	return lis, New(log, cfg), nil
 }
 
-// Listen opens the service's TCP listener on host:port ("" host: every interface).
-func Listen(host string, port int) (net.Listener, error) {
+// listen opens the service's TCP listener on host:port ("" host: every interface).
+func listen(host string, port int) (net.Listener, error) {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("listen on port %d: %w", port, err)

@@ -36,13 +36,18 @@ func (codec) proto() encoding.CodecV2 { return encoding.GetCodecV2(protoenc.Name
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *Request:
-		out := appendField(nil, fieldResourceList, m.ResourceList)
-		return appendField(out, fieldImage, Bytes([]byte(m.Image))), nil
+		return encodeMessage(m.ResourceList, []byte(m.Image)), nil
 	case *Response:
-		out := appendField(nil, fieldResourceList, m.ResourceList)
-		return appendField(out, fieldLog, Bytes(m.Log)), nil
+		return encodeMessage(m.ResourceList, m.Log), nil
 	}
 	return c.proto().Marshal(v)
+}
+
+// encodeMessage writes either message of evaluator.proto: the resource list
+// (field 1) as its own buffers, then field 2 (image or log).
+func encodeMessage(rl mem.BufferSlice, second []byte) mem.BufferSlice {
+	out := appendField(nil, fieldResourceList, rl)
+	return appendField(out, fieldImage, Bytes(second)) // fieldImage == fieldLog
 }
 
 // appendField appends one length-delimited field: a small header buffer,
@@ -91,62 +96,53 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.proto().Unmarshal(data, v)
 }
 
-// decodeMessage reads either message of evaluator.proto: the resource list
-// (field 1) as views into data, and field 2 (image or log) copied.
-func decodeMessage(data mem.BufferSlice) (rl mem.BufferSlice, second []byte, err error) {
-	err = decode(data, func(num protowire.Number, field mem.BufferSlice) {
-		switch num {
-		case fieldResourceList:
-			rl.Free()
-			rl = field
-			return
-		case fieldImage: // and fieldLog
-			second = field.Materialize()
-		}
-		field.Free()
-	})
-	if err != nil {
-		rl.Free()
-		return nil, nil, err
-	}
-	return rl, second, nil
-}
-
 // errTruncated is a message that ends inside a field.
 var errTruncated = errors.New("proto: message truncated")
 
-// decode walks the fields of one message in data and gives each
-// length-delimited one to found as a view into data's buffers (its own
-// references, which found keeps or frees). Other fields are skipped, as
-// unknown fields are. A field seen twice is given twice: the last one wins.
-func decode(data mem.BufferSlice, found func(protowire.Number, mem.BufferSlice)) error {
+// decodeMessage reads either message of evaluator.proto: the resource list
+// (field 1) as views into data's buffers (references of its own, no copy),
+// and field 2 (image or log) copied. Other fields are skipped, as unknown
+// fields are; of a field seen twice the last one wins.
+func decodeMessage(data mem.BufferSlice) (mem.BufferSlice, []byte, error) {
+	var rl mem.BufferSlice
+	var second []byte
+	fail := func(err error) (mem.BufferSlice, []byte, error) {
+		rl.Free()
+		return nil, nil, err
+	}
 	c := cursor{s: data}
 	for !c.done() {
 		tag, err := c.varint()
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		num, typ := protowire.DecodeTag(tag)
 		if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
-			return fmt.Errorf("proto: invalid field number %d", num)
+			return fail(fmt.Errorf("proto: invalid field number %d", num))
 		}
-		if typ != protowire.BytesType {
+		if typ != protowire.BytesType || num != fieldResourceList && num != fieldImage {
 			if err := c.skip(num, typ); err != nil {
-				return err
+				return fail(err)
 			}
 			continue
 		}
 		n, err := c.length()
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		field, err := c.take(n)
 		if err != nil {
-			return err
+			return fail(err)
 		}
-		found(num, field)
+		if num == fieldResourceList {
+			rl.Free()
+			rl = field
+			continue
+		}
+		second = field.Materialize() // fieldImage == fieldLog
+		field.Free()
 	}
-	return nil
+	return rl, second, nil
 }
 
 // cursor reads a BufferSlice across its buffers.

@@ -375,10 +375,9 @@ func TestLargeResourceListMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids := map[string]int{"gateway": pid(t, s, "gateway"), "binary-runner": pid(t, s, "binary-runner")}
-	for name, p := range pids {
-		if err := procstat.ResetPeak(p); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+	read, err := procstat.Peaks(pids)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -389,10 +388,11 @@ func TestLargeResourceListMemory(t *testing.T) {
 	if n := len(resp.GetResourceList()); n < len(data) || !strings.Contains(string(resp.GetResourceList()[:4096]), "namespace: bench") {
 		t.Fatalf("output of %d bytes does not look like the namespaced input", n)
 	}
-	for name, p := range pids {
-		peak, err := procstat.PeakRSS(p)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+	got := read()
+	for name := range pids {
+		peak, ok := got[name]
+		if !ok {
+			t.Fatalf("%s: peak RSS not readable", name)
 		}
 		t.Logf("%s peak RSS %d MiB for a %d MiB input (%.2f×)", name, peak>>20, len(data)>>20, float64(peak)/float64(len(data)))
 		if peak >= 3*int64(len(data)) {

@@ -57,23 +57,13 @@ func calls(size, concurrency int) int {
 	return max(int(float64(max(n, 12))**benchScale), concurrency, 1)
 }
 
-// peaks resets the peak RSS of the named processes and returns a function
-// that reads them.
+// peaks is procstat.Peaks for a benchmark.
 func peaks(b *testing.B, pids map[string]int) func() map[string]int64 {
-	for name, pid := range pids {
-		if err := procstat.ResetPeak(pid); err != nil {
-			b.Fatalf("%s: %v", name, err)
-		}
+	read, err := procstat.Peaks(pids)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return func() map[string]int64 {
-		out := map[string]int64{}
-		for name, pid := range pids {
-			if v, err := procstat.PeakRSS(pid); err == nil {
-				out[name] = v
-			}
-		}
-		return out
-	}
+	return read
 }
 
 func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {

@@ -24,6 +24,26 @@ func ResetPeak(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
+// Peaks resets the peak RSS of the named processes and returns a function
+// that reads each one's peak since, in bytes; a process that can no longer
+// be read is left out.
+func Peaks(pids map[string]int) (func() map[string]int64, error) {
+	for name, pid := range pids {
+		if err := ResetPeak(pid); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return func() map[string]int64 {
+		out := map[string]int64{}
+		for name, pid := range pids {
+			if v, err := PeakRSS(pid); err == nil {
+				out[name] = v
+			}
+		}
+		return out
+	}, nil
+}
+
 // OpenFiles counts the process's open file descriptors.
 func OpenFiles(pid int) (int, error) {
 	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))

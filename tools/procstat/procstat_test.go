@@ -39,3 +39,16 @@ func TestOwnProcess(t *testing.T) {
 		t.Errorf("Running(%s) does not list this process", exe)
 	}
 }
+
+func TestPeaks(t *testing.T) {
+	read, err := Peaks(map[string]int{"me": os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got["me"] <= 0 {
+		t.Fatalf("Peaks read %v", got)
+	}
+	if _, err := Peaks(map[string]int{"gone": 1 << 30}); err == nil {
+		t.Fatal("Peaks of a process that does not exist succeeded")
+	}
+}

@@ -1,8 +1,10 @@
 package executortable
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -19,22 +21,18 @@ func TestBuildAndLookup(t *testing.T) {
 	}}
 	tables := Build(s)
 	ref, err := imagematch.Parse("set-namespace:v0.4.5", "")
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err)
+	fc, ok := tables.Lookup(Go, ref)
+	assert.False(t, ok, "conflicting go claim resolved to %s", Owner(fc))
+	fc, ok = tables.Lookup(Binary, ref)
+	assert.True(t, ok, "binary lookup = %v", fc)
+	assert.Equal(t, "set-namespace", fc.GetBinary().GetPath(), "binary lookup = %v", fc)
+	fc, ok = tables.Lookup(Pod, ref)
+	assert.True(t, ok, "pod lookup = %v", fc)
+	assert.Equal(t, "ns/sn", Owner(fc), "pod lookup = %v", fc)
+	if got := tables.ConflictsOf("ns/dup"); assert.Len(t, got, 1, "ConflictsOf(ns/dup)") {
+		assert.Contains(t, got[0], "go executor", "ConflictsOf(ns/dup)")
+		assert.Contains(t, got[0], "ns/sn", "ConflictsOf(ns/dup)")
 	}
-	if fc, ok := tables.Lookup(Go, ref); ok {
-		t.Errorf("conflicting go claim resolved to %s", Owner(fc))
-	}
-	if fc, ok := tables.Lookup(Binary, ref); !ok || fc.GetBinary().GetPath() != "set-namespace" {
-		t.Errorf("binary lookup = %v, %v", fc, ok)
-	}
-	if fc, ok := tables.Lookup(Pod, ref); !ok || Owner(fc) != "ns/sn" {
-		t.Errorf("pod lookup = %v, %v", fc, ok)
-	}
-	if got := tables.ConflictsOf("ns/dup"); len(got) != 1 || !strings.Contains(got[0], "go executor") || !strings.Contains(got[0], "ns/sn") {
-		t.Errorf("ConflictsOf(ns/dup) = %v", got)
-	}
-	if tables.Invalid["ns/bad"] == nil {
-		t.Errorf("invalid = %v", tables.Invalid)
-	}
+	assert.NotNil(t, tables.Invalid["ns/bad"], "invalid = %v", tables.Invalid)
 }

@@ -4,6 +4,7 @@
 // call), stdout capped at the message limit and stderr capped.
 //
 // The binary-runner and the wrapper-server both run functions through it.
+// What a run produced, and how that is answered, is package fnresult's.
 package fnexec
 
 import (
@@ -13,12 +14,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc/mem"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 )
 
 // Defaults for Options.
@@ -34,7 +36,7 @@ const (
 // Options bound one run.
 type Options struct {
 	// MaxOutputBytes caps stdout (the ResourceList). A function that writes
-	// more is killed and the run fails with ErrOutputTooLarge.
+	// more is killed and the run fails with fnresult.ErrOutputTooLarge.
 	MaxOutputBytes int
 	// MaxLogBytes caps the stderr kept; the rest is counted and dropped.
 	MaxLogBytes int
@@ -44,46 +46,30 @@ type Options struct {
 	TempDir string
 }
 
-// Result is what a function produced.
-type Result struct {
-	// ResourceList is the function's stdout, kept in buffers from gRPC's
-	// pool so that it is held once, whatever its size, and goes into the
-	// response as it is.
-	ResourceList mem.BufferSlice
-	// Log is the function's stderr, possibly truncated.
-	Log []byte
-	// ExitCode is the process's exit code (0 on success).
-	ExitCode int
+// Binary is a function binary as a runtime: Run runs Argv on one
+// ResourceList with Options.
+type Binary struct {
+	// Argv is the binary and its arguments.
+	Argv []string
+	// Options bound each run.
+	Options Options
 }
 
-// ErrOutputTooLarge means the function wrote more than MaxOutputBytes.
-var ErrOutputTooLarge = errors.New("function output exceeds the message size limit")
-
-// ErrStart means the binary could not be started (missing, not executable).
-var ErrStart = errors.New("cannot start function")
-
-// ExitError is returned when the function exits non-zero or is killed by a
-// signal. Result holds what it wrote, results included.
-type ExitError struct {
-	Result *Result
-	// Signal is set when the process was killed by a signal.
-	Signal syscall.Signal
-}
-
-func (e *ExitError) Error() string {
-	if e.Signal != 0 {
-		return fmt.Sprintf("function killed by signal %v", e.Signal)
-	}
-	return fmt.Sprintf("function exited with code %d", e.Result.ExitCode)
+// Run runs the binary with input on its stdin, written to the pipe from
+// input's buffers without a copy; see the package function Run.
+func (b *Binary) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error) {
+	return Run(ctx, b.Argv, evalwire.NewReader(input), b.Options)
 }
 
 // Run runs argv with stdin as its standard input (an io.WriterTo, like
-// evalwire.NewReader, is written to the pipe without a copy). It returns ctx's error (wrapped) when the
-// context ends first, ErrOutputTooLarge, an *ExitError, or an error wrapping
-// ErrStart; on success the Result has exit code 0.
-func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Result, error) {
+// evalwire.NewReader, is written to the pipe without a copy). It returns
+// ctx's error (wrapped) when the context ends first, an error wrapping
+// fnresult.ErrOutputTooLarge (the Result holding the output kept), a
+// *fnresult.ExitError, or an error wrapping fnresult.ErrStart; on success
+// the Result has exit code 0.
+func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fnresult.Result, error) {
 	if len(argv) == 0 {
-		return nil, fmt.Errorf("%w: no command", ErrStart)
+		return nil, fmt.Errorf("%w: no command", fnresult.ErrStart)
 	}
 	if opts.MaxOutputBytes <= 0 {
 		opts.MaxOutputBytes = DefaultMaxOutputBytes
@@ -99,7 +85,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Re
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(ErrOutputTooLarge) }}
+	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
@@ -113,16 +99,16 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Re
 	cmd.WaitDelay = waitDelay
 
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w %s: %w", ErrStart, argv[0], err)
+		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 	}
 	waitErr := cmd.Wait()
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
 
-	res := &Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
+	res := &fnresult.Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
 	if cause := context.Cause(runCtx); cause != nil {
-		if errors.Is(cause, ErrOutputTooLarge) {
-			return res, fmt.Errorf("%w (%d bytes)", ErrOutputTooLarge, opts.MaxOutputBytes)
+		if errors.Is(cause, fnresult.ErrOutputTooLarge) {
+			return res, fmt.Errorf("%w (%d bytes)", fnresult.ErrOutputTooLarge, opts.MaxOutputBytes)
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return res, fmt.Errorf("function did not finish: %w", ctxErr)
@@ -134,7 +120,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*Re
 			return res, fmt.Errorf("waiting for function: %w", waitErr)
 		}
 		res.ExitCode = ee.ExitCode()
-		xe := &ExitError{Result: res}
+		xe := &fnresult.ExitError{Result: res}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			xe.Signal = ws.Signal()
 		}
@@ -223,26 +209,4 @@ func (b *cappedBuffer) BytesWithNote() []byte {
 		return out
 	}
 	return append(out, fmt.Sprintf("\n[fnrunner: %d more bytes of log dropped]\n", b.dropped)...)
-}
-
-// ResolveBinary turns a binaryExecutor path into the binary to run: a
-// relative path is taken inside dir and may not leave it; an absolute path
-// only when allowAbsolute. The config-reconciler reports the same errors in
-// FunctionConfig status that the binary-runner enforces.
-func ResolveBinary(dir, path string, allowAbsolute bool) (string, error) {
-	clean := filepath.Clean(path)
-	if filepath.IsAbs(clean) {
-		if !allowAbsolute {
-			return "", fmt.Errorf("binary path %q is absolute, and absolute paths are not allowed (--allow-absolute-binary-paths)", path)
-		}
-		return clean, nil
-	}
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("binary path %q leaves the functions directory", path)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(abs, clean), nil
 }

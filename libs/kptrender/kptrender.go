@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
@@ -181,7 +181,7 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 		}
 		// The function failed: its results and stderr are in the details.
 		step.ExitCode = 1
-		if d, ok := fnexec.FailureDetails(callErr); ok {
+		if d, ok := fnresult.FailureDetails(callErr); ok {
 			step.Stderr = string(d.GetLog())
 			if rl, err := resourcelist.Parse(d.GetResourceList()); err == nil {
 				step.Results = rl.Results

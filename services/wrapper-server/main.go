@@ -23,11 +23,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 )
@@ -70,15 +72,24 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
+// functionRuntime runs the function on one ResourceList: the shape of the
+// binary-runner's runner.Runtime (see there), declared here so that this
+// server does not link the binary-runner. The entrypoint runs as a
+// *fnexec.Binary.
+type functionRuntime interface {
+	Run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error)
+}
+
+var _ functionRuntime = (*fnexec.Binary)(nil)
+
 type wrapper struct {
-	entrypoint        []string
+	function          functionRuntime
 	limit             *admission.Limiter
 	concurrent, queue int
-	exec              fnexec.Options
 }
 
 // EvaluateFunction implements evalwire.Server. Like the binary-runner, it
-// only sniffs the ResourceList before the run (fnexec.Respond).
+// only sniffs the ResourceList before the run (fnresult.Respond).
 func (w *wrapper) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
 	// No answer refers to the request's buffers: they go back to the pool.
 	defer req.Free()
@@ -90,11 +101,11 @@ func (w *wrapper) EvaluateFunction(ctx context.Context, req *evalwire.Request) (
 		if errors.Is(err, admission.ErrQueueFull) {
 			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v in this pod (--max-concurrent %d, --max-queue %d)", req.Image, err, w.concurrent, w.queue)
 		}
-		return fnexec.Respond(req.Image, nil, nil, fmt.Errorf("waiting for a run slot: %w", err))
+		return fnresult.Respond(req.Image, nil, nil, fmt.Errorf("waiting for a run slot: %w", err))
 	}
 	defer release()
-	res, err := fnexec.Run(ctx, w.entrypoint, evalwire.NewReader(req.ResourceList), w.exec)
-	return fnexec.Respond(req.Image, req.ResourceList, res, err)
+	res, err := w.function.Run(ctx, req.ResourceList)
+	return fnresult.Respond(req.Image, req.ResourceList, res, err)
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -120,11 +131,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return err
 	}
 	evalwire.Register(srv.GRPC, &wrapper{
-		entrypoint: o.entrypoint,
+		function: &fnexec.Binary{
+			Argv:    o.entrypoint,
+			Options: fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes},
+		},
 		limit:      admission.New(o.maxConcurrent, o.maxQueue),
 		concurrent: o.maxConcurrent,
 		queue:      o.maxQueue,
-		exec:       fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes},
 	})
 	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("running function", "entrypoint", o.entrypoint)

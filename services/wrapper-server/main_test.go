@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -33,38 +35,30 @@ func TestServesTheEntrypoint(t *testing.T) {
 	}()
 	addr := <-ready
 	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte(rl)})
-	if err != nil || string(resp.GetResourceList()) != rl || strings.TrimSpace(string(resp.GetLog())) != "ran" {
-		t.Fatalf("EvaluateFunction = %v, %v", resp, err)
-	}
+	require.NoError(t, err, "EvaluateFunction")
+	require.Equal(t, rl, string(resp.GetResourceList()), "EvaluateFunction = %v", resp)
+	require.Equal(t, "ran", strings.TrimSpace(string(resp.GetLog())), "EvaluateFunction = %v", resp)
 	_, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte("not: [yaml")})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Errorf("bad input: %v", err)
-	}
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "bad input: %v", err)
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-done)
 }
 
 func TestNeedsEntrypoint(t *testing.T) {
-	if err := run(context.Background(), []string{"--port=0"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "entrypoint") {
-		t.Errorf("run without entrypoint = %v", err)
-	}
+	err := run(context.Background(), []string{"--port=0"}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "entrypoint", "run without entrypoint")
 }
 
 func TestBoundedConcurrency(t *testing.T) {
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
 	w := &wrapper{
-		entrypoint: []string{"/bin/sh", "-c", "while [ ! -e " + release + " ]; do sleep 0.02; done; cat"},
+		function:   &fnexec.Binary{Argv: []string{"/bin/sh", "-c", "while [ ! -e " + release + " ]; do sleep 0.02; done; cat"}},
 		limit:      admission.New(1, 1),
 		concurrent: 1, queue: 1,
-		exec: fnexec.Options{},
 	}
 	ctx := context.Background()
 	results := make(chan error, 2)
@@ -77,16 +71,12 @@ func TestBoundedConcurrency(t *testing.T) {
 	go call()
 	waitUntil(t, func() bool { return w.limit.Queued() == 1 })
 	_, err := w.EvaluateFunction(ctx, &evalwire.Request{Image: "fn", ResourceList: evalwire.Bytes([]byte(rl))})
-	if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "--max-queue 1") {
-		t.Errorf("third call = %v, want ResourceExhausted", err)
-	}
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	st := status.Convert(err)
+	assert.Equal(t, codes.ResourceExhausted, st.Code(), "third call = %v", err)
+	assert.Contains(t, st.Message(), "--max-queue 1", "third call")
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
 	for i := 0; i < 2; i++ {
-		if err := <-results; err != nil {
-			t.Errorf("admitted call: %v", err)
-		}
+		assert.NoError(t, <-results, "admitted call")
 	}
 }
 
@@ -94,7 +84,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
 	for i := 0; !cond(); i++ {
 		if i == 1000 {
-			t.Fatal("condition not reached")
+			require.FailNow(t, "condition not reached")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -102,11 +92,10 @@ func waitUntil(t *testing.T, cond func() bool) {
 
 func TestCopyTo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tools")
-	if err := run(context.Background(), []string{"--copy-to=" + dir}, &bytes.Buffer{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, run(context.Background(), []string{"--copy-to=" + dir}, &bytes.Buffer{}))
 	st, err := os.Stat(filepath.Join(dir, "wrapper-server"))
-	if err != nil || st.Mode()&0o111 == 0 || st.Size() == 0 {
-		t.Errorf("copied binary: %v %v", st, err)
+	if assert.NoError(t, err, "copied binary") {
+		assert.NotZero(t, st.Mode()&0o111, "copied binary not executable: %v", st.Mode())
+		assert.NotZero(t, st.Size(), "copied binary is empty")
 	}
 }

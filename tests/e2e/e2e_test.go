@@ -6,14 +6,15 @@ package e2e_test
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tools/procstat"
@@ -65,23 +66,16 @@ func TestCatalogFunctionsThroughEachExecutor(t *testing.T) {
 				"set-namespace:v0.4.1", // served by the ~0.4 constraint
 			} {
 				resp, err := call(t, s, image, stack.Input, time.Minute)
-				if err != nil {
-					t.Fatalf("%s: %v", image, err)
-				}
-				if !strings.Contains(string(resp.GetResourceList()), "namespace: prod") {
-					t.Errorf("%s did not set the namespace:\n%s", image, resp.GetResourceList())
-				}
+				require.NoError(t, err, image)
+				assert.Contains(t, string(resp.GetResourceList()), "namespace: prod", "%s did not set the namespace", image)
 			}
 			resp, err := call(t, s, "apply-setters:v0.2.2", stack.Input, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out := string(resp.GetResourceList()); !strings.Contains(out, `replicas: "5" # kpt-set: ${replicas}`) || !strings.Contains(out, "set field value") {
-				t.Errorf("apply-setters output:\n%s", out)
-			}
-			if _, err := call(t, s, "set-namespace:v0.5.0", stack.Input, time.Minute); status.Code(err) != codes.NotFound {
-				t.Errorf("a tag outside every claim = %v, want NotFound", err)
-			}
+			require.NoError(t, err)
+			out := string(resp.GetResourceList())
+			assert.Contains(t, out, `replicas: "5" # kpt-set: ${replicas}`, "apply-setters output")
+			assert.Contains(t, out, "set field value", "apply-setters output")
+			_, err = call(t, s, "set-namespace:v0.5.0", stack.Input, time.Minute)
+			assert.Equal(t, codes.NotFound, status.Code(err), "a tag outside every claim = %v", err)
 		})
 	}
 }
@@ -93,33 +87,28 @@ func TestFailingFunctions(t *testing.T) {
 	// message and its ResourceList and stderr in the details.
 	_, err := call(t, s, "example.com/test/crash:v1", stack.Input, time.Minute)
 	st := status.Convert(err)
-	if st.Code() != codes.Internal || !strings.Contains(st.Message(), "the crash function always fails") {
-		t.Fatalf("crash = %v, want Internal with the error result", err)
-	}
-	d, ok := fnexec.FailureDetails(err)
-	if !ok || !strings.Contains(string(d.GetResourceList()), "severity: error") || !strings.Contains(string(d.GetLog()), "failing on purpose") {
-		t.Errorf("crash details = %v, %v", d, ok)
-	}
+	require.Equal(t, codes.Internal, st.Code(), "crash = %v", err)
+	require.Contains(t, st.Message(), "the crash function always fails", "crash, want the error result")
+	d, ok := fnresult.FailureDetails(err)
+	assert.True(t, ok, "crash details = %v", err)
+	assert.Contains(t, string(d.GetResourceList()), "severity: error", "crash details")
+	assert.Contains(t, string(d.GetLog()), "failing on purpose", "crash details")
 	// One that crashes without output: Internal with its stderr.
 	_, err = call(t, s, "example.com/test/crash:v1", stack.Input+"# panic-now\n", time.Minute)
-	if st := status.Convert(err); st.Code() != codes.Internal || !strings.Contains(st.Message(), "asked to panic") {
-		t.Errorf("panicking binary = %v", err)
-	}
+	st = status.Convert(err)
+	assert.Equal(t, codes.Internal, st.Code(), "panicking binary = %v", err)
+	assert.Contains(t, st.Message(), "asked to panic", "panicking binary")
 
 	// A function that hangs is killed at the caller's deadline, with every
 	// process it started.
 	start := time.Now()
 	_, err = call(t, s, "example.com/test/hang:v1", stack.Input, 2*time.Second)
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("hang = %v, want DeadlineExceeded", err)
-	}
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "hang = %v", err)
 	hang, err := filepath.EvalSymlinks(filepath.Join(s.FunctionsDir, "hang"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := 0; len(procstat.Running(hang)) > 0; i++ {
 		if i == 250 {
-			t.Fatalf("processes of the hanging function still run %v after its deadline: %v", time.Since(start), procstat.Running(hang))
+			require.Failf(t, "processes of the hanging function still run after its deadline", "%v after its deadline: %v", time.Since(start), procstat.Running(hang))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/kptrender"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
@@ -148,7 +148,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	took := time.Since(start).Round(time.Millisecond)
 	if err != nil {
 		st := status.Convert(err)
-		if d, ok := fnexec.FailureDetails(err); ok {
+		if d, ok := fnresult.FailureDetails(err); ok {
 			printResults(stderr, d.GetResourceList(), d.GetLog())
 		}
 		fmt.Fprintf(stderr, "[FAIL] %s in %v: %s: %s\n", image, took, st.Code(), st.Message())

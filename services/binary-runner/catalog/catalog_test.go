@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func run(t *testing.T, id, input string) (string, error) {
 	t.Helper()
 	f, ok := Functions()[id]
-	if !ok {
-		t.Fatalf("no function %q", id)
-	}
+	require.True(t, ok, "no function %q", id)
 	out, err := fn.Run(f.Process, []byte(input))
 	return string(out), err
 }
@@ -34,28 +34,21 @@ const deployment = `- apiVersion: apps/v1
 func TestSetNamespace(t *testing.T) {
 	out, err := run(t, "set-namespace", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+
 		"functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    namespace: prod\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "namespace: prod") || strings.Contains(out, "namespace: old") {
-		t.Errorf("namespace not set:\n%s", out)
-	}
+	require.NoError(t, err)
+	assert.Contains(t, out, "namespace: prod", "namespace not set")
+	assert.NotContains(t, out, "namespace: old", "namespace not set")
 }
 
 func TestApplySetters(t *testing.T) {
 	out, err := run(t, "apply-setters", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+
 		"functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    replicas: \"3\"\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "replicas: 3 # kpt-set: ${replicas}") || !strings.Contains(out, `set field value to "3"`) {
-		t.Errorf("setter not applied or not reported:\n%s", out)
-	}
+	require.NoError(t, err)
+	assert.Contains(t, out, "replicas: 3 # kpt-set: ${replicas}", "setter not applied")
+	assert.Contains(t, out, `set field value to "3"`, "setter not reported")
 	out, err = run(t, "apply-setters", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+
 		"functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    other: x\n")
-	if err != nil || !strings.Contains(out, "no matches for input setter(s)") {
-		t.Errorf("no-match case: %v\n%s", err, out)
-	}
+	assert.NoError(t, err, "no-match case")
+	assert.Contains(t, out, "no matches for input setter(s)", "no-match case")
 }
 
 func TestStarlark(t *testing.T) {
@@ -68,12 +61,8 @@ func TestStarlark(t *testing.T) {
     for r in ctx.resource_list["items"]:
       r["metadata"]["labels"] = {"touched": "yes"}
 `)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "touched: \"yes\"") && !strings.Contains(out, "touched: yes") {
-		t.Errorf("starlark did not run:\n%s", out)
-	}
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(out, "touched: \"yes\"") || strings.Contains(out, "touched: yes"), "starlark did not run:\n%s", out)
 }
 
 func TestApplyReplacements(t *testing.T) {
@@ -99,10 +88,6 @@ functionConfig:
       fieldPaths:
       - spec.template.spec.containers.[name=web].image
 `)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "image: nginx:1.27") {
-		t.Errorf("replacement not applied:\n%s", out)
-	}
+	require.NoError(t, err)
+	assert.Contains(t, out, "image: nginx:1.27", "replacement not applied")
 }

@@ -1,26 +1,49 @@
 // Package runner is the binary-runner's executor service: it serves
 // evaluator.FunctionEvaluator for the functions the executor table gives to
 // the go executor (linked in, run in-process) and the binary executor
-// (binaries under --functions, run with fnexec's isolation).
+// (binaries under --functions, run with fnexec's isolation). Both are a
+// Runtime; fnresult.Respond turns what a Runtime returns into the answer.
 package runner
 
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"time"
 
-	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
+)
+
+// Runtime runs a function on one ResourceList, the way kpt's runtimes do
+// (Run(r io.Reader, w io.Writer) error), but without copying it: input is
+// the request's buffers, which the caller holds until Run returns and a
+// Runtime must not free or keep, and the output comes back in the Result's
+// buffers, which go into the response as they are.
+//
+// Run returns the Result (exit code 0) and nil on success; otherwise the
+// errors fnresult.Respond maps: ctx's error (wrapped) when it ended first,
+// an error wrapping fnresult.ErrOutputTooLarge or fnresult.ErrStart, or a
+// *fnresult.ExitError, each with the Result when there is one.
+type Runtime interface {
+	Run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error)
+}
+
+// The binary executor runs binaries with fnexec; the go executor runs
+// linked-in functions in this process.
+var (
+	_ Runtime = (*fnexec.Binary)(nil)
+	_ Runtime = (*inProcess)(nil)
 )
 
 // Tables gives the executor table; *configclient.Client implements it.
@@ -60,14 +83,14 @@ func New(tables Tables, functions map[string]catalog.Function, opts Options) *Ru
 }
 
 // EvaluateFunction implements evalwire.Server. The ResourceList is only
-// sniffed before the run: the function reads it, and fnexec.Respond says
+// sniffed before the run: the function reads it, and fnresult.Respond says
 // whether it was to blame if the function fails.
 func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
 	// No answer refers to the request's buffers: they go back to the pool.
 	defer req.Free()
 	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
-		return nil, status.Error(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		return nil, sendonce.NotSent(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {
@@ -88,88 +111,44 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		if !ok {
 			continue
 		}
+		var rt Runtime
 		switch k {
 		case executortable.Go:
-			return r.runGo(ctx, req, fc.GetGo().GetId())
+			rt, err = r.goRuntime(fc.GetGo().GetId())
 		case executortable.Binary:
-			return r.runBinary(ctx, req, fc.GetBinary().GetPath())
+			rt, err = r.binaryRuntime(fc.GetBinary().GetPath())
+		default:
+			continue
 		}
+		if err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
+		}
+		res, err := rt.Run(ctx, req.ResourceList)
+		return fnresult.Respond(req.Image, req.ResourceList, res, err)
 	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
 }
 
-func (r *Runner) runBinary(ctx context.Context, req *evalwire.Request, path string) (*evalwire.Response, error) {
-	bin, err := r.resolve(path)
+// binaryRuntime is the binary executor's runtime for a table path
+// (executortable.ResolveBinary).
+func (r *Runner) binaryRuntime(path string) (Runtime, error) {
+	bin, err := executortable.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
+		return nil, err
 	}
-	res, err := fnexec.Run(ctx, []string{bin}, evalwire.NewReader(req.ResourceList), r.opts.Exec)
-	return fnexec.Respond(req.Image, req.ResourceList, res, err)
+	return &fnexec.Binary{Argv: []string{bin}, Options: r.opts.Exec}, nil
 }
 
-// resolve turns a table path into the binary to run (fnexec.ResolveBinary).
-func (r *Runner) resolve(path string) (string, error) {
-	return fnexec.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
-}
-
-// runGo runs a linked-in function as its binary would (fn.Run), but in this
-// process: a panic becomes an Internal error, and the caller's deadline is
-// honoured (a function that overruns it finishes in the background, its
-// result discarded).
-func (r *Runner) runGo(ctx context.Context, req *evalwire.Request, id string) (*evalwire.Response, error) {
+// goRuntime is the go executor's runtime for a linked-in function.
+func (r *Runner) goRuntime(id string) (Runtime, error) {
 	f, ok := r.functions[id]
 	if !ok {
-		return nil, status.Errorf(codes.FailedPrecondition, "function %q: no linked-in Go function with id %q", req.Image, id)
+		return nil, fmt.Errorf("no linked-in Go function with id %q", id)
 	}
-	// The function reads one contiguous ResourceList; this copy is its own,
-	// so it may outlive the call (see below).
-	input := req.ResourceList.Materialize()
-	type outcome struct {
-		res *fnexec.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		if !f.WritesStderr {
-			res, err := runInProcess(f.Process, input)
-			done <- outcome{res, err}
-			return
-		}
-		var res *fnexec.Result
-		var err error
-		log, tapErr := r.tap.capture(r.opts.Exec.MaxLogBytes, func() {
-			res, err = runInProcess(f.Process, input)
-		})
-		if tapErr == nil {
-			res.Log = append(log, res.Log...)
-		}
-		done <- outcome{res, err}
-	}()
-	select {
-	case <-ctx.Done():
-		return fnexec.Respond(req.Image, nil, nil, fmt.Errorf("function did not finish: %w", ctx.Err()))
-	case o := <-done:
-		if o.err == nil && r.opts.MaxOutputBytes > 0 && o.res.ResourceList.Len() > r.opts.MaxOutputBytes {
-			return fnexec.Respond(req.Image, req.ResourceList, o.res, fmt.Errorf("%w (%d bytes)", fnexec.ErrOutputTooLarge, r.opts.MaxOutputBytes))
-		}
-		return fnexec.Respond(req.Image, req.ResourceList, o.res, o.err)
-	}
-}
-
-func runInProcess(p fn.ResourceListProcessorFunc, input []byte) (res *fnexec.Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			res = &fnexec.Result{ExitCode: 2, Log: fmt.Appendf(nil, "panic: %v\n\n%s", v, debug.Stack())}
-			err = &fnexec.ExitError{Result: res}
-		}
-	}()
-	out, runErr := fn.Run(p, input)
-	res = &fnexec.Result{ResourceList: evalwire.Bytes(out)}
-	if runErr != nil {
-		// What the function's binary would print and exit with (fn.AsMain).
-		res.ExitCode = 1
-		res.Log = fmt.Appendf(nil, "failed to evaluate function: %v\n", runErr)
-		return res, &fnexec.ExitError{Result: res}
-	}
-	return res, nil
+	return &inProcess{
+		fn:             f,
+		tap:            &r.tap,
+		maxOutputBytes: r.opts.MaxOutputBytes,
+		maxLogBytes:    r.opts.Exec.MaxLogBytes,
+	}, nil
 }

@@ -2,17 +2,23 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
@@ -43,27 +49,20 @@ func TestStarlarkPrintIsTheCallsLog(t *testing.T) {
     print("hello from starlark")
 `))}
 	resp, err := r.EvaluateFunction(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(resp.Log), "hello from starlark") {
-		t.Errorf("log = %q, want the print output", resp.Log)
-	}
+	require.NoError(t, err)
+	assert.Contains(t, string(resp.Log), "hello from starlark", "log, want the print output")
 }
 
 func TestPanicIsInternal(t *testing.T) {
 	r := newRunner(map[string]catalog.Function{"boom": {Process: func(*fn.ResourceList) (bool, error) { panic("kaboom") }}}, goEntry("boom", "boom"))
 	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "boom:v1", ResourceList: evalwire.Bytes([]byte(rl))})
-	if st := status.Convert(err); st.Code() != codes.Internal {
-		t.Fatalf("panic = %v, want Internal", err)
-	}
-	if d, ok := fnexec.FailureDetails(err); !ok || !strings.Contains(string(d.GetLog()), "kaboom") {
-		t.Errorf("panic details = %v, %v", d, ok)
-	}
+	require.Equal(t, codes.Internal, status.Code(err), "panic = %v", err)
+	d, ok := fnresult.FailureDetails(err)
+	assert.True(t, ok, "panic details = %v", err)
+	assert.Contains(t, string(d.GetLog()), "kaboom", "panic details = %v", d)
 	// The runner is still fine.
-	if _, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "nope:v1", ResourceList: evalwire.Bytes([]byte(rl))}); status.Code(err) != codes.NotFound {
-		t.Errorf("after a panic: %v", err)
-	}
+	_, err = r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "nope:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	assert.Equal(t, codes.NotFound, status.Code(err), "after a panic: %v", err)
 }
 
 func TestDeadlineForInProcessFunction(t *testing.T) {
@@ -73,23 +72,52 @@ func TestDeadlineForInProcessFunction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("slow function = %v, want DeadlineExceeded", err)
-	}
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "slow function = %v", err)
+}
+
+func binaryEntry(image, path string) *configpb.FunctionConfig {
+	return &configpb.FunctionConfig{Namespace: "ns", Name: image, Image: image, Binary: &configpb.BinaryExecutor{Tags: []string{"v1"}, Path: path}}
+}
+
+func TestBinaryRuntime(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\ncat; echo ran >&2\n"), 0o755))
+	r := newRunner(nil, binaryEntry("fn", "fn"))
+	r.opts.FunctionsDir = dir
+	resp, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	require.NoError(t, err)
+	assert.Equal(t, rl, string(resp.ResourceList.Materialize()))
+	assert.Equal(t, "ran", strings.TrimSpace(string(resp.Log)))
 }
 
 func TestBinaryPathsStayInsideFunctionsDir(t *testing.T) {
-	r := newRunner(nil)
-	for _, p := range []string{"../x", "..", "/bin/sh", "a/../../x"} {
-		if _, err := r.resolve(p); err == nil {
-			t.Errorf("resolve(%q) accepted", p)
+	// The path rules are executortable.ResolveBinary's (tested there); a
+	// path that breaks them is the table's fault, not the caller's.
+	for _, p := range []string{"../x", "/bin/sh"} {
+		r := newRunner(nil, binaryEntry("fn", p))
+		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+		assert.Equal(t, codes.FailedPrecondition, status.Code(err), "path %q: %v", p, err)
+	}
+}
+
+func TestMissingLinkedInFunction(t *testing.T) {
+	r := newRunner(nil, goEntry("gone", "gone"))
+	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "gone:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err))
+	assert.Contains(t, status.Convert(err).Message(), `no linked-in Go function with id "gone"`)
+}
+
+func TestInProcessOutputOverLimit(t *testing.T) {
+	// Runs on the runner's goroutine: errors go back as the function's.
+	big := func(rl *fn.ResourceList) (bool, error) {
+		o := fn.NewEmptyKubeObject()
+		if err := errors.Join(o.SetAPIVersion("v1"), o.SetKind("ConfigMap"), o.SetNestedString(strings.Repeat("x", 2<<20), "data", "big")); err != nil {
+			return false, err
 		}
+		rl.Items = append(rl.Items, o)
+		return true, nil
 	}
-	if got, err := r.resolve("sub/fn"); err != nil || got != "/nonexistent/sub/fn" {
-		t.Errorf("resolve(sub/fn) = %q, %v", got, err)
-	}
-	r.opts.AllowAbsolutePaths = true
-	if got, err := r.resolve("/bin/sh"); err != nil || got != "/bin/sh" {
-		t.Errorf("allowed absolute path: %q, %v", got, err)
-	}
+	r := newRunner(map[string]catalog.Function{"big": {Process: big}}, goEntry("big", "big"))
+	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "big:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
 }

@@ -1,4 +1,4 @@
-package fnexec
+package fnresult
 
 import (
 	"context"
@@ -31,14 +31,22 @@ const maxExplained = 8 << 20
 // cost a YAML tree ten times its size); the function is its first judge, and
 // when it fails Respond says whether the input was to blame.
 //
-//   - the caller's deadline or cancellation: DeadlineExceeded / Canceled
-//   - output over the limit: ResourceExhausted
-//   - the binary cannot be started: FailedPrecondition
-//   - non-zero exit on input that is not a ResourceList: InvalidArgument
+// err is what the runtime returned (res may be nil when err is not an
+// *ExitError or ErrOutputTooLarge). Errors are told apart with errors.Is and
+// errors.As, never by their text; this is the one place where a context's
+// error becomes a gRPC code:
+//
+//   - the caller's deadline or cancellation (context.DeadlineExceeded /
+//     context.Canceled, wrapped): DeadlineExceeded / Canceled
+//   - output over the limit (ErrOutputTooLarge): ResourceExhausted
+//   - the function cannot be started (ErrStart): FailedPrecondition
+//   - non-zero exit (*ExitError) on input that is not a ResourceList:
+//     InvalidArgument
 //   - non-zero exit: Internal, with the error results (or the end of stderr)
 //     in the message and the function's ResourceList and log kept in the
 //     status details as an EvaluateFunctionResponse (porch drops them)
 //   - exit 0 with output that is not a ResourceList: Internal
+//   - any other error: Internal
 func Respond(image string, input mem.BufferSlice, res *Result, err error) (*evalwire.Response, error) {
 	if err == nil {
 		if serr := sniff(res.ResourceList); serr != nil {
@@ -58,6 +66,9 @@ func Respond(image string, input mem.BufferSlice, res *Result, err error) (*eval
 	case errors.Is(err, ErrStart):
 		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", image, err)
 	case errors.As(err, &xe):
+		if res == nil {
+			res = xe.Result
+		}
 		output, parsed := readOutput(res.ResourceList)
 		if ierr := check(input); ierr != nil {
 			return nil, withDetails(status.New(codes.InvalidArgument, fmt.Sprintf("%v (function %q failed on it: %v%s)", ierr, image, xe, logTail(res.Log))), res.Log, output)

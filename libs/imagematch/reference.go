@@ -40,9 +40,13 @@ type Reference struct {
 	Digest string
 }
 
+// Repository is the reference without tag or digest: prefix/name. Every
+// tag and digest of a function share it.
+func (r Reference) Repository() string { return r.Prefix + "/" + r.Name }
+
 // String is the full reference: prefix/name[:tag][@digest].
 func (r Reference) String() string {
-	s := r.Prefix + "/" + r.Name
+	s := r.Repository()
 	if r.Tag != "" {
 		s += ":" + r.Tag
 	}

@@ -107,6 +107,10 @@ func New(opts Options) (*Resolver, error) {
 	return r, nil
 }
 
+// ErrNoEntrypoint means the image has neither Entrypoint nor Cmd, so there
+// is nothing to run in a function pod.
+var ErrNoEntrypoint = errors.New("the image has neither Entrypoint nor Cmd")
+
 // Resolve returns the image's metadata, from the cache while it is fresh.
 func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) {
 	r.mu.Lock()
@@ -142,7 +146,7 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 		meta.Entrypoint = cfg.Config.Cmd
 	}
 	if len(meta.Entrypoint) == 0 {
-		return Metadata{}, fmt.Errorf("image %q has neither Entrypoint nor Cmd", image)
+		return Metadata{}, fmt.Errorf("image %q: %w", image, ErrNoEntrypoint)
 	}
 	entry := cached{meta: meta}
 	if _, pinned := ref.(name.Digest); !pinned {

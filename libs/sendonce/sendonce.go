@@ -42,6 +42,9 @@ func DialOptions(connectWait time.Duration) []grpc.DialOption {
 //     connection is re-established. Nothing ran yet, so waiting is safe.
 //   - After it is sent (the executor died mid-call): the function may have
 //     run, so the call is not repeated; the caller gets Unavailable saying so.
+//
+// A call that failed before it was sent, here or in the executor service,
+// fails with a *NotSentError.
 func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
@@ -51,17 +54,26 @@ func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			return status.Errorf(codes.Unavailable, "executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
+			return NotSent(codes.Unavailable, "executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 		}
 		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
+		if ns := received(err); ns != nil {
+			// The executor service says it ran nothing (it had no table,
+			// or its pods did not accept the call).
+			return ns
+		}
 		return Broken(ctx, err, "executor service "+cc.Target())
 	}
 }
 
-// Broken explains an Unavailable answer to a call that was sent, or a
-// Canceled one the caller did not cancel (its connection was closed under
-// it): where names the other end. Other errors are returned as they are.
+// Broken explains an answer to a call that was sent: an Unavailable one, or
+// a Canceled one the caller did not cancel (its connection was closed under
+// it), says the call was not repeated; where names the other end. A
+// not-sent mark in the answer is dropped: the call was sent, and the other
+// end (a function pod runs any image) is not trusted to say otherwise.
+// Other errors are returned as they are.
 func Broken(ctx context.Context, err error, where string) error {
+	err = unmark(err)
 	if c := status.Code(err); c != codes.Unavailable && c != codes.Canceled || ctx.Err() != nil {
 		return err
 	}

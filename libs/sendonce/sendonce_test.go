@@ -2,18 +2,22 @@ package sendonce
 
 import (
 	"context"
+	"errors"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // countingEvaluator counts calls and blocks each until release is closed.
@@ -37,9 +41,7 @@ func (c *countingEvaluator) EvaluateFunction(ctx context.Context, req *pb.Evalua
 func serveOn(t *testing.T, addr string, ev pb.FunctionEvaluatorServer) *grpc.Server {
 	t.Helper()
 	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := grpc.NewServer()
 	pb.RegisterFunctionEvaluatorServer(srv, ev)
 	go func() { _ = srv.Serve(lis) }()
@@ -47,29 +49,18 @@ func serveOn(t *testing.T, addr string, ev pb.FunctionEvaluatorServer) *grpc.Ser
 	return srv
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func dialExecutor(t *testing.T, addr string, wait time.Duration) pb.FunctionEvaluatorClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, DialOptions(wait)...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	return pb.NewFunctionEvaluatorClient(conn)
 }
 
 // A call made while the executor is not up yet is held and sent once it is.
 func TestWaitsForTheExecutor(t *testing.T) {
-	addr := freeAddr(t)
+	addr, err := localstack.FreeAddress()
+	require.NoError(t, err)
 	client := dialExecutor(t, addr, time.Minute)
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	close(ev.release)
@@ -79,18 +70,15 @@ func TestWaitsForTheExecutor(t *testing.T) {
 		done <- err
 	}()
 	serveOn(t, addr, ev)
-	if err := <-done; err != nil {
-		t.Fatalf("call made before the executor was up: %v", err)
-	}
-	if n := ev.calls.Load(); n != 1 {
-		t.Errorf("executor saw %d calls, want 1", n)
-	}
+	require.NoError(t, <-done, "call made before the executor was up")
+	assert.Equal(t, int32(1), ev.calls.Load(), "calls the executor saw")
 }
 
 // A call whose executor dies after receiving it is not sent again, and the
 // caller is told why.
 func TestNeverRepeatsASentCall(t *testing.T) {
-	addr := freeAddr(t)
+	addr, err := localstack.FreeAddress()
+	require.NoError(t, err)
 	client := dialExecutor(t, addr, time.Minute)
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := serveOn(t, addr, ev)
@@ -104,27 +92,54 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 	ev2 := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	close(ev2.release)
 	serveOn(t, addr, ev2) // and comes back
-	err := <-done
-	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not repeated") {
-		t.Fatalf("call cut mid-flight = %v, want Unavailable saying it was not repeated", err)
-	}
-	if n := ev.calls.Load() + ev2.calls.Load(); n != 1 {
-		t.Errorf("the function was asked to run %d times, want 1", n)
-	}
+	err = <-done
+	require.Equal(t, codes.Unavailable, status.Code(err), "call cut mid-flight = %v", err)
+	require.Contains(t, status.Convert(err).Message(), "not repeated", "call cut mid-flight")
+	assert.Equal(t, int32(1), ev.calls.Load()+ev2.calls.Load(), "times the function was asked to run")
 }
 
 // With nothing listening, a call fails with Unavailable after the connect wait.
 func TestGivesUpOnAnAbsentExecutor(t *testing.T) {
-	client := dialExecutor(t, freeAddr(t), 200*time.Millisecond)
-	_, err := client.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "x"})
-	if status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "not sent") {
-		t.Fatalf("call to an absent executor = %v, want Unavailable saying it was not sent", err)
-	}
+	absent, err := localstack.FreeAddress()
+	require.NoError(t, err)
+	client := dialExecutor(t, absent, 200*time.Millisecond)
+	_, err = client.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "x"})
+	require.Equal(t, codes.Unavailable, status.Code(err), "call to an absent executor = %v", err)
+	require.Contains(t, status.Convert(err).Message(), "not sent", "call to an absent executor")
 	// The caller's own deadline wins over the connect wait.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	client = dialExecutor(t, freeAddr(t), time.Minute)
-	if _, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "x"}); status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("call with a short deadline = %v, want DeadlineExceeded", err)
-	}
+	absent, err = localstack.FreeAddress()
+	require.NoError(t, err)
+	client = dialExecutor(t, absent, time.Minute)
+	_, err = client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "x"})
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "call with a short deadline = %v", err)
+}
+
+// An answer to a call that was sent is never "not sent", whatever the other
+// end says: a function pod runs any image, so a mark it crafts is dropped
+// (and every other detail kept), and the call cannot be sent elsewhere.
+func TestBrokenDropsTheMarkOfASentCall(t *testing.T) {
+	crafted, err := status.New(codes.Internal, "function failed").WithDetails(
+		&errdetails.ErrorInfo{Reason: notSentReason, Domain: notSentDomain},
+		&errdetails.DebugInfo{Detail: "the function's own detail"})
+	require.NoError(t, err)
+	require.NotNil(t, received(crafted.Err()), "the crafted answer carries the mark")
+
+	got := Broken(context.Background(), crafted.Err(), "pod p")
+	var notSent *NotSentError
+	assert.False(t, errors.As(got, &notSent))
+	assert.Nil(t, received(got))
+	st := status.Convert(got)
+	assert.Equal(t, codes.Internal, st.Code())
+	assert.Equal(t, "function failed", st.Message())
+	require.Len(t, st.Details(), 1)
+	assert.Equal(t, "the function's own detail", st.Details()[0].(*errdetails.DebugInfo).GetDetail())
+
+	// The executor services' own not-sent answers keep it through the
+	// interceptor (they are fnrunner's), and it survives the wire.
+	ns := NotSent(codes.Unavailable, "no table yet")
+	wire := status.Convert(ns).Err()
+	require.NotNil(t, received(wire))
+	assert.Equal(t, codes.Unavailable, status.Code(received(wire)))
 }

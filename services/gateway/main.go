@@ -115,7 +115,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	var routes []server.Route
 	for _, k := range []executortable.Kind{executortable.Go, executortable.Binary} {
 		if !off[k] {
-			routes = append(routes, server.Route{Kind: k, Client: evalwire.NewClient(runnerConn), Health: healthpb.NewHealthClient(runnerConn)})
+			routes = append(routes, server.Route{Kind: k, Client: server.Service{Client: evalwire.NewClient(runnerConn)}, Health: healthpb.NewHealthClient(runnerConn)})
 		}
 	}
 	if o.podManagerAddress != "" && !off[executortable.Pod] {
@@ -130,7 +130,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 				return fmt.Errorf("pod-manager address %q: %w", addr, err)
 			}
 			defer conn.Close()
-			replicas = append(replicas, server.Replica{Address: addr, Client: evalwire.NewClient(conn), Health: healthpb.NewHealthClient(conn)})
+			replicas = append(replicas, server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)})
+		}
+		if len(replicas) == 0 {
+			return grpcserving.FlagError(fmt.Errorf("--pod-manager-address %q names no address", o.podManagerAddress))
 		}
 		routes = append(routes, server.Route{Kind: executortable.Pod, Client: replicas, Health: replicas, Unclaimed: true})
 	}

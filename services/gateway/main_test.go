@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -35,62 +35,43 @@ func TestNotReadyWithoutConfig(t *testing.T) {
 	select {
 	case addr = <-ready:
 	case err := <-done:
-		t.Fatalf("gateway exited early: %v", err)
+		require.Failf(t, "gateway exited early", "%v", err)
 	}
 	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer callCancel()
 
 	hc, err := healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatalf("health check: %v", err)
-	}
-	if hc.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("health = SERVING without an executor table or executor")
-	}
+	require.NoError(t, err, "health check")
+	assert.NotEqual(t, healthpb.HealthCheckResponse_SERVING, hc.GetStatus(), "health = SERVING without an executor table or executor")
 	_, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(callCtx, &pb.EvaluateFunctionRequest{
 		Image:        "set-namespace:v0.4.5",
 		ResourceList: []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"),
 	})
-	if got := status.Code(err); got != codes.Unavailable || !strings.Contains(err.Error(), "config-reconciler") {
-		t.Fatalf("EvaluateFunction = %v, want Unavailable naming the config-reconciler", err)
-	}
+	require.Equal(t, codes.Unavailable, status.Code(err), "EvaluateFunction = %v", err)
+	require.ErrorContains(t, err, "config-reconciler", "EvaluateFunction, want an error naming the config-reconciler")
 
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("gateway did not stop cleanly: %v", err)
-	}
-	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
-		t.Errorf("no structured stop log in:\n%s", logs.String())
-	}
+	require.NoError(t, <-done, "gateway did not stop cleanly")
+	assert.Contains(t, logs.String(), `"msg":"stopped"`, "no structured stop log")
 }
 
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"--help"}, &out)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("run --help = %v, want flag.ErrHelp", err)
-	}
+	require.ErrorIs(t, err, flag.ErrHelp, "run --help")
 	for _, f := range []string{"-port", "-max-request-body-size", "-metrics-address", "-drain-timeout", "-log-level", "-config-address", "-binary-runner-address", "-disable-runtimes"} {
-		if !strings.Contains(out.String(), f) {
-			t.Errorf("--help does not mention %s:\n%s", f, out.String())
-		}
+		assert.Contains(t, out.String(), f, "--help does not mention %s", f)
 	}
 }
 
 func TestDisableRuntimes(t *testing.T) {
-	if _, err := disabled("exec,pod"); err != nil {
-		t.Errorf("porch's value rejected: %v", err)
-	}
-	if _, err := disabled("bogus"); err == nil {
-		t.Error("unknown runtime accepted")
-	}
-	err := run(context.Background(), []string{"--disable-runtimes=bogus", "--port=0", "--metrics-address="}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "bogus") {
-		t.Errorf("run with a bad flag = %v", err)
-	}
+	_, err := disabled("exec,pod")
+	assert.NoError(t, err, "porch's value rejected")
+	_, err = disabled("bogus")
+	assert.Error(t, err, "unknown runtime accepted")
+	err = run(context.Background(), []string{"--disable-runtimes=bogus", "--port=0", "--metrics-address="}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "bogus", "run with a bad flag")
 }

@@ -183,7 +183,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := (&templates.Watcher{Client: direct, Namespace: o.podNamespace, WrapperImage: o.wrapperServerImage, Current: &current,
 		OnChange: func(t *templates.Templates) {
 			log.Info("templates changed; rolling function pods", "templateVersion", t.Version())
-			pods.Retire(func(key string) bool { return server.KeyVersion(key) == t.Version() })
+			pods.Retire(func(key string) bool {
+				k, ok := kube.ParseCacheKey(key)
+				return ok && k.TemplateVersion == t.Version()
+			})
 		}}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -207,7 +210,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxParallelExecutions:   o.maxParallelPods,
 		PreferredMaxQueueLength: o.maxWaitlistLength,
 		TTL:                     o.podTTL,
-		MaxMessageSize:          o.maxRequestBodySize,
 		PullSecret:              pullSecret,
 		RunUnclaimed:            o.runUnclaimed,
 	})

@@ -2,35 +2,42 @@ package server
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"sort"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 )
 
 // Replica is one pod-manager replica.
 type Replica struct {
 	Address string
 	Client  Executor
-	Health  healthpb.HealthClient
+	Health  HealthChecker
 }
 
 // Replicas spreads functions over pod-manager replicas by rendezvous
-// hashing of the function (image without tag or digest): every gateway sends
-// a function to the same replica, which alone owns its pods. When that
-// replica cannot be reached the function moves to the next one in its
+// hashing of the function (the normalized image without tag or digest):
+// every gateway sends a function to the same replica, which alone owns its
+// pods. When that replica did not take the call (a *sendonce.NotSentError:
+// unreachable, or it ran nothing), the function moves to the next one in its
 // order, so calls keep working while a replica restarts.
 type Replicas []Replica
 
-// Order returns the replicas in the order image tries them.
-func (rs Replicas) Order(image string) []Replica {
-	fn := function(image)
+var (
+	_ Executor      = Replicas(nil)
+	_ HealthChecker = Replicas(nil)
+)
+
+// Order returns the replicas in the order calls for ref try them.
+func (rs Replicas) Order(ref imagematch.Reference) []Replica {
+	fn := ref.Repository()
 	out := append(Replicas(nil), rs...)
 	score := func(r Replica) uint64 {
 		h := fnv.New64a()
@@ -53,35 +60,20 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// function strips the tag and digest from an image.
-func function(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		image = image[:i]
-	}
-	return image
-}
-
-// EvaluateFunction implements Executor.
-func (rs Replicas) EvaluateFunction(ctx context.Context, req *evalwire.Request, opts ...grpc.CallOption) (*evalwire.Response, error) {
-	var err error
-	for _, r := range rs.Order(req.Image) {
+// Evaluate implements Executor.
+func (rs Replicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
+	err := sendonce.NotSent(codes.Unavailable, "no pod-manager replica to run %q", ref.String())
+	for _, r := range rs.Order(ref) {
 		var resp *evalwire.Response
-		resp, err = r.Client.EvaluateFunction(ctx, req, opts...)
-		// Only a replica that could not be reached passes the call on: any
-		// other answer means it owns the function and answered.
-		if status.Code(err) != codes.Unavailable || ctx.Err() != nil || !unreachable(err) {
+		resp, err = r.Client.Evaluate(ctx, ref, req)
+		// Only a call the replica did not take moves on: any other answer
+		// means it owns the function and answered (or may have run it).
+		var notSent *sendonce.NotSentError
+		if !errors.As(err, &notSent) || ctx.Err() != nil {
 			return resp, err
 		}
 	}
 	return nil, err
-}
-
-// unreachable: the call never reached the replica (connection refused or
-// closed), so nothing ran.
-func unreachable(err error) bool {
-	msg := status.Convert(err).Message()
-	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection error") || strings.Contains(msg, "no such host")
 }
 
 // Check implements healthpb.HealthClient: SERVING when any replica is.
@@ -98,14 +90,4 @@ func (rs Replicas) Check(ctx context.Context, in *healthpb.HealthCheckRequest, o
 		return nil, err
 	}
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
-}
-
-// List implements healthpb.HealthClient (unused by the gateway).
-func (rs Replicas) List(ctx context.Context, in *healthpb.HealthListRequest, opts ...grpc.CallOption) (*healthpb.HealthListResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "not used")
-}
-
-// Watch implements healthpb.HealthClient (unused by the gateway).
-func (rs Replicas) Watch(ctx context.Context, in *healthpb.HealthCheckRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[healthpb.HealthCheckResponse], error) {
-	return nil, status.Error(codes.Unimplemented, "not used")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 )
 
 // Tables gives the current executor table; *configclient.Client implements it.
@@ -27,17 +28,35 @@ type Tables interface {
 	Tables() *executortable.Tables
 }
 
-// Executor is an executor service's EvaluateFunction; *evalwire.Client
-// and Replicas implement it.
+// Executor runs a call whose image the gateway parsed as ref; Service and
+// Replicas implement it.
 type Executor interface {
-	EvaluateFunction(ctx context.Context, req *evalwire.Request, opts ...grpc.CallOption) (*evalwire.Response, error)
+	Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error)
+}
+
+// Service is one executor service behind one connection.
+type Service struct {
+	Client *evalwire.Client
+}
+
+var _ Executor = Service{}
+
+// Evaluate implements Executor.
+func (s Service) Evaluate(ctx context.Context, _ imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
+	return s.Client.EvaluateFunction(ctx, req)
+}
+
+// HealthChecker checks an executor service's health;
+// healthpb.HealthClient and Replicas implement it.
+type HealthChecker interface {
+	Check(ctx context.Context, in *healthpb.HealthCheckRequest, opts ...grpc.CallOption) (*healthpb.HealthCheckResponse, error)
 }
 
 // Route is one executor and the service that runs it.
 type Route struct {
 	Kind   executortable.Kind
 	Client Executor
-	Health healthpb.HealthClient
+	Health HealthChecker
 	// Unclaimed: ask this executor even when the table does not name it for
 	// the image (the pod executor runs unclaimed images, as porch's does;
 	// it answers NotFound when told not to).
@@ -65,7 +84,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	defer req.Free()
 	tables := e.tables.Tables()
 	if tables == nil {
-		return nil, status.Error(codes.Unavailable, "the gateway has no executor table yet (is the config-reconciler reachable?)")
+		return nil, sendonce.NotSent(codes.Unavailable, "the gateway has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {
@@ -79,7 +98,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 			continue
 		}
 		start := time.Now()
-		resp, err := r.Client.EvaluateFunction(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), req)
+		resp, err := r.Client.Evaluate(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), ref, req)
 		code := status.Code(err)
 		e.log.Debug("routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/templatemerge"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
@@ -36,6 +37,8 @@ const (
 
 // Spec is podcache.Function.Spec for this backend.
 type Spec struct {
+	// Function is the image as the call named it, parsed.
+	Function imagematch.Reference
 	// Image to run, pinned by digest.
 	Image string
 	// Entrypoint of the image, appended after "--".
@@ -69,7 +72,7 @@ func (b *Backend) Create(ctx context.Context, f podcache.Function) (string, erro
 		return "", err
 	}
 	for attempt := 0; ; attempt++ {
-		name, err := podName(spec.Image)
+		name, err := podName(spec.Function.Name)
 		if err != nil {
 			return "", err
 		}
@@ -160,13 +163,8 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 
 // podName is the image's name plus a random suffix: unique, and never the
 // name of a pod that is still alive.
-func podName(image string) (string, error) {
-	base := image
-	if i := strings.LastIndex(base, "/"); i >= 0 {
-		base = base[i+1:]
-	}
-	base, _, _ = strings.Cut(base, "@")
-	base, _, _ = strings.Cut(base, ":")
+func podName(function string) (string, error) {
+	base := function
 	if len(base) > 40 {
 		base = base[:40]
 	}

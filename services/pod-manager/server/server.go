@@ -5,22 +5,20 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
@@ -67,7 +65,6 @@ type Options struct {
 	MaxParallelExecutions   int
 	PreferredMaxQueueLength int
 	TTL                     time.Duration
-	MaxMessageSize          int
 	PullSecret              string
 	// RunUnclaimed runs images no FunctionConfig claims for pods with the
 	// defaults (porch does); otherwise they are NotFound.
@@ -82,6 +79,7 @@ type Server struct {
 	templates func() *templates.Templates
 	opts      Options
 	conns     *Conns
+	settings  settingsCache
 }
 
 // New returns the service.
@@ -97,6 +95,14 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 	// The answer is the pod's, in buffers of its own: the request's go back
 	// to the pool once it has been passed on.
 	defer req.Free()
+	resp, err := s.evaluate(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
+}
+
+func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
 	for attempt := 1; ; attempt++ {
 		lease, err := s.lease(ctx, req.Image)
 		if err != nil {
@@ -105,17 +111,17 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		conn, err := s.conns.Get(lease.Pod, lease.Address)
 		if err != nil {
 			lease.Release()
-			return nil, status.Errorf(codes.Unavailable, "function %q: pod %s: %v", req.Image, lease.Pod, err)
+			return nil, sendonce.NotSent(codes.Unavailable, "function %q: pod %s: %v", req.Image, lease.Pod, err)
 		}
 		if err := sendonce.WaitReady(ctx, conn, podConnectWait); err != nil {
 			lease.Release()
 			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
+				return nil, fmt.Errorf("function %q: waiting for pod %s to accept the call: %w", req.Image, lease.Pod, ctx.Err())
 			}
 			s.conns.Close(lease.Pod)
 			s.cache.PodFailed(lease.Pod, fmt.Errorf("wrapper-server at %s not reachable", lease.Address))
 			if attempt == podAttempts {
-				return nil, status.Errorf(codes.Unavailable, "function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
+				return nil, sendonce.NotSent(codes.Unavailable, "function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
 					req.Image, attempt, lease.Pod, lease.Address)
 			}
 			continue
@@ -126,65 +132,110 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 	}
 }
 
-// lease finds (or starts) a pod for image; errors are gRPC statuses.
+// notClaimedError: no FunctionConfig claims the image for pods, and
+// unclaimed images are not run.
+type notClaimedError struct{ image string }
+
+func (e *notClaimedError) Error() string { return fmt.Sprintf("function %q not found", e.image) }
+
+// toStatus is the one place where the pod-manager's errors become gRPC
+// answers, decided by their types. Every error that is not yet an answer
+// came before a pod was asked, so nothing ran: an Unavailable one says so
+// (sendonce.NotSent), and the gateway may try another replica.
+func toStatus(err error) error {
+	var (
+		notSent    *sendonce.NotSentError
+		notClaimed *notClaimedError
+		regErr     *transport.Error
+		badName    *name.ErrBadName
+	)
+	if _, ok := status.FromError(err); ok || errors.As(err, &notSent) {
+		return err // already an answer (a pod's, or one saying nothing ran)
+	}
+	code := codes.Unavailable
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, imagematch.ErrInvalidImage), errors.As(err, &badName):
+		code = codes.InvalidArgument
+	case errors.As(err, &notClaimed):
+		code = codes.NotFound
+	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides):
+		code = codes.FailedPrecondition
+	case errors.As(err, &regErr):
+		code = registryCode(regErr)
+	}
+	if code == codes.Unavailable {
+		return sendonce.NotSent(code, "%v; the function was not run", err)
+	}
+	return status.Error(code, err.Error())
+}
+
+// registryCode maps a registry's answer: unknown image → NotFound, refused
+// credentials → PermissionDenied, anything else (the registry is down,
+// throttling, broken) → Unavailable.
+func registryCode(err *transport.Error) codes.Code {
+	for _, d := range err.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
+			return codes.NotFound
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			return codes.PermissionDenied
+		}
+	}
+	switch err.StatusCode {
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return codes.PermissionDenied
+	}
+	return codes.Unavailable
+}
+
+// lease finds (or starts) a pod for image.
 func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
 	tables := s.tables.Await(ctx, tableWait)
 	if tables == nil {
-		return nil, status.Error(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		return nil, sendonce.NotSent(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, err
 	}
-	f := podcache.Function{
-		MaxParallelExecutions:   s.opts.MaxParallelExecutions,
-		PreferredMaxQueueLength: s.opts.PreferredMaxQueueLength,
-		TTL:                     s.opts.TTL,
-	}
-	spec := &kube.Spec{Templates: s.templates(), PullSecret: s.opts.PullSecret}
 	fc, claimed := tables.Lookup(executortable.Pod, ref)
 	if !claimed && !s.opts.RunUnclaimed {
-		return nil, status.Errorf(codes.NotFound, "function %q not found", image)
+		return nil, &notClaimedError{image: image}
 	}
-	if p := fc.GetPod(); p != nil {
-		if p.GetMaxParallelExecutions() > 0 {
-			f.MaxParallelExecutions = int(p.GetMaxParallelExecutions())
-		}
-		if p.GetPreferredMaxQueueLength() > 0 {
-			f.PreferredMaxQueueLength = int(p.GetPreferredMaxQueueLength())
-		}
-		if p.GetTimeToLiveSeconds() > 0 {
-			f.TTL = time.Duration(p.GetTimeToLiveSeconds()) * time.Second
-		}
-		if raw := p.GetTemplateOverridesJson(); len(raw) > 0 {
-			spec.Overrides = &v1alpha1.TemplateOverrides{}
-			if err := json.Unmarshal(raw, spec.Overrides); err != nil {
-				return nil, status.Errorf(codes.FailedPrecondition, "function %q: templateOverrides: %v", image, err)
-			}
-		}
+	settings, err := s.settings.of(tables, fc, s.opts)
+	if err != nil {
+		return nil, fmt.Errorf("function %q: %w", image, err)
 	}
 	meta, err := s.resolver.Resolve(ctx, ref.String())
 	if err != nil {
-		code := codes.Unavailable
-		if strings.Contains(err.Error(), "MANIFEST_UNKNOWN") || strings.Contains(err.Error(), "NAME_UNKNOWN") {
-			code = codes.NotFound
-		}
-		return nil, status.Errorf(code, "function %q: resolving the image: %v", image, err)
+		return nil, fmt.Errorf("function %q: resolving the image: %w", image, err)
 	}
-	spec.Image = ref.Prefix + "/" + ref.Name + "@" + meta.Digest
-	spec.Entrypoint = meta.Entrypoint
+	spec := &kube.Spec{
+		Function:   ref,
+		Image:      ref.Repository() + "@" + meta.Digest,
+		Entrypoint: meta.Entrypoint,
+		Overrides:  settings.overrides,
+		Templates:  s.templates(),
+		PullSecret: s.opts.PullSecret,
+	}
+	f := settings.function
 	f.Spec = spec
-	f.Key = cacheKey(spec)
+	f.Key = kube.CacheKey{Image: spec.Image, TemplateVersion: spec.Templates.Version(), Overrides: settings.overridesHash}.String()
 
 	lease, err := s.cache.Acquire(ctx, f)
-	if err != nil {
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			return nil, status.Errorf(codes.DeadlineExceeded, "function %q: no pod was ready before the deadline", image)
-		case errors.Is(err, context.Canceled):
-			return nil, status.Errorf(codes.Canceled, "function %q: cancelled while waiting for a pod", image)
-		}
-		return nil, status.Errorf(codes.Unavailable, "function %q: no pod: %v", image, err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("function %q: no pod was ready before the deadline: %w", image, err)
+	case errors.Is(err, context.Canceled):
+		return nil, fmt.Errorf("function %q: cancelled while waiting for a pod: %w", image, err)
+	case err != nil:
+		return nil, fmt.Errorf("function %q: no pod: %w", image, err)
 	}
 	return lease, nil
 }
@@ -198,7 +249,7 @@ func (s *Server) WarmUp(ctx context.Context, log *slog.Logger, timeout time.Dura
 		return
 	}
 	var wg sync.WaitGroup
-	for _, image := range WarmUpImages(tables) {
+	for _, image := range warmUpImages(tables) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -216,8 +267,8 @@ func (s *Server) WarmUp(ctx context.Context, log *slog.Logger, timeout time.Dura
 	wg.Wait()
 }
 
-// WarmUpImages are the images WarmUp starts pods for.
-func WarmUpImages(tables *executortable.Tables) []string {
+// warmUpImages are the images WarmUp starts pods for.
+func warmUpImages(tables *executortable.Tables) []string {
 	var out []string
 	for _, fc := range tables.Functions() {
 		p := fc.GetPod()
@@ -242,26 +293,9 @@ func WarmUpImages(tables *executortable.Tables) []string {
 		if err != nil {
 			continue
 		}
-		out = append(out, np+"/"+fc.GetImage()+":"+tag)
+		out = append(out, imagematch.Reference{Prefix: np, Name: fc.GetImage(), Tag: tag}.String())
 	}
 	return out
-}
-
-// KeyVersion is the template version inside a cache key.
-func KeyVersion(key string) string {
-	parts := strings.Split(key, "|")
-	if len(parts) != 3 {
-		return ""
-	}
-	return parts[1]
-}
-
-// cacheKey: calls share pods when image, template version and overrides
-// agree: image|version|overrides-hash.
-func cacheKey(spec *kube.Spec) string {
-	h := sha256.New()
-	_ = json.NewEncoder(h).Encode(spec.Overrides)
-	return fmt.Sprintf("%s|%s|%s", spec.Image, spec.Templates.Version(), hex.EncodeToString(h.Sum(nil))[:12])
 }
 
 // Conns keeps one client connection per pod and closes it when the pod goes.

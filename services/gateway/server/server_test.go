@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+)
+
+type fixedTables struct{ t *executortable.Tables }
+
+func (f fixedTables) Tables() *executortable.Tables { return f.t }
+
+// executor records that it was asked and answers with answer (or its kind).
+type executor struct {
+	kind   executortable.Kind
+	answer error
+	asked  *[]executortable.Kind
+}
+
+func (e executor) Evaluate(context.Context, imagematch.Reference, *evalwire.Request) (*evalwire.Response, error) {
+	*e.asked = append(*e.asked, e.kind)
+	if e.answer != nil {
+		return nil, e.answer
+	}
+	return &evalwire.Response{Log: []byte(e.kind)}, nil
+}
+
+const resourceList = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"
+
+// Every image is claimed by the go and binary executors; the pod executor
+// runs unclaimed images as well, as the gateway's main sets it up.
+func tables() *executortable.Tables {
+	return executortable.Build(&configpb.Snapshot{Functions: []*configpb.FunctionConfig{{
+		Namespace: "ns", Name: "fn", Image: "fn", Prefixes: []string{""},
+		Go:     &configpb.GoExecutor{Tags: []string{"v1"}},
+		Binary: &configpb.BinaryExecutor{Tags: []string{"v1"}, Path: "fn"},
+		Pod:    &configpb.PodExecutor{Tags: []string{"v1"}},
+	}}})
+}
+
+func TestRoutesInOrderAndOnlyNotFoundFallsThrough(t *testing.T) {
+	notFound := status.Error(codes.NotFound, "not mine")
+	tests := []struct {
+		name    string
+		image   string
+		answers map[executortable.Kind]error
+		asked   []executortable.Kind
+		code    codes.Code
+		from    executortable.Kind
+	}{
+		{name: "go first", image: "fn:v1", asked: []executortable.Kind{executortable.Go}, from: executortable.Go},
+		{name: "go NotFound falls to binary", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: notFound},
+			asked:   []executortable.Kind{executortable.Go, executortable.Binary}, from: executortable.Binary},
+		{name: "go and binary NotFound fall to pod", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: notFound, executortable.Binary: notFound},
+			asked:   []executortable.Kind{executortable.Go, executortable.Binary, executortable.Pod}, from: executortable.Pod},
+		{name: "every executor NotFound", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: notFound, executortable.Binary: notFound, executortable.Pod: notFound},
+			asked:   []executortable.Kind{executortable.Go, executortable.Binary, executortable.Pod}, code: codes.NotFound},
+		{name: "a failed function is final", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: status.Error(codes.Internal, "exit 1")},
+			asked:   []executortable.Kind{executortable.Go}, code: codes.Internal},
+		{name: "unavailable is final", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: status.Error(codes.Unavailable, "went away")},
+			asked:   []executortable.Kind{executortable.Go}, code: codes.Unavailable},
+		{name: "deadline is final", image: "fn:v1",
+			answers: map[executortable.Kind]error{executortable.Go: status.Error(codes.DeadlineExceeded, "too slow")},
+			asked:   []executortable.Kind{executortable.Go}, code: codes.DeadlineExceeded},
+		{name: "unclaimed tag goes to the pod executor only", image: "fn:v2",
+			asked: []executortable.Kind{executortable.Pod}, from: executortable.Pod},
+		{name: "unclaimed function goes to the pod executor only", image: "other:v1",
+			asked: []executortable.Kind{executortable.Pod}, from: executortable.Pod},
+		{name: "malformed image asks nobody", image: "Not An Image", code: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked []executortable.Kind
+			route := func(k executortable.Kind) Route {
+				return Route{Kind: k, Client: executor{kind: k, answer: tt.answers[k], asked: &asked}, Unclaimed: k == executortable.Pod}
+			}
+			ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tables()},
+				route(executortable.Go), route(executortable.Binary), route(executortable.Pod))
+			resp, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: tt.image, ResourceList: evalwire.Bytes([]byte(resourceList))})
+			assert.Equal(t, tt.asked, asked)
+			if tt.code != codes.OK {
+				require.Error(t, err)
+				assert.Equal(t, tt.code, status.Code(err), "%v", err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, string(tt.from), string(resp.Log))
+		})
+	}
+}
+
+func TestNoTableIsNotSent(t *testing.T) {
+	var asked []executortable.Kind
+	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{},
+		Route{Kind: executortable.Go, Client: executor{kind: executortable.Go, asked: &asked}})
+	_, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(resourceList))})
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Contains(t, err.Error(), "config-reconciler")
+	assert.Empty(t, asked)
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/imagemeta"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+	"github.com/fnrunner/fnrunner/tests/testregistry"
+)
+
+type fixedTables struct{ t *executortable.Tables }
+
+func (f fixedTables) Tables() *executortable.Tables { return f.t }
+
+func (f fixedTables) Await(context.Context, time.Duration) *executortable.Tables { return f.t }
+
+// noPods is a pod cache that has no pod to give: the calls here must fail
+// before they ask for one, or wait for one until their deadline.
+type noPods struct{}
+
+func (noPods) Acquire(ctx context.Context, _ podcache.Function) (*podcache.Lease, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (noPods) PodFailed(string, error) {}
+
+// Each failure before a pod is reached gets the gRPC code its type says,
+// through the real image resolver and a real registry on loopback.
+func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
+	reg := testregistry.New(t)
+	prefix := reg.Host + "/fns"
+	reg.Push(t, prefix+"/fn:v1", v1.Config{Entrypoint: []string{"/fn"}})
+	reg.Push(t, prefix+"/no-entrypoint:v1", v1.Config{})
+	resolver := func(user, password string) *imagemeta.Resolver {
+		r, err := imagemeta.New(imagemeta.Options{DockerConfigPath: reg.DockerConfig(t, user, password), CAPaths: []string{reg.CAFile}})
+		require.NoError(t, err)
+		return r
+	}
+	good := resolver(testregistry.User, testregistry.Password)
+	tables := executortable.Build(&configpb.Snapshot{DefaultImagePrefix: prefix, Functions: []*configpb.FunctionConfig{{
+		Namespace: "ns", Name: "claimed", Image: "claimed", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"container": 7}`)},
+	}}})
+
+	tests := []struct {
+		name         string
+		tables       *executortable.Tables
+		resolver     *imagemeta.Resolver
+		runUnclaimed bool
+		image        string
+		code         codes.Code
+		message      string
+		notSent      bool
+	}{
+		{name: "no table yet", image: "fn:v1", code: codes.Unavailable, message: "no executor table", notSent: true},
+		{name: "invalid image", tables: tables, resolver: good, runUnclaimed: true, image: "Fn With Spaces", code: codes.InvalidArgument},
+		{name: "unclaimed and not run", tables: tables, resolver: good, image: "fn:v1", code: codes.NotFound, message: `function "fn:v1" not found`},
+		{name: "unknown image", tables: tables, resolver: good, runUnclaimed: true, image: "missing:v1", code: codes.NotFound},
+		{name: "unknown tag", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v2", code: codes.NotFound},
+		{name: "wrong credentials", tables: tables, resolver: resolver(testregistry.User, "wrong"), runUnclaimed: true, image: "fn:v1", code: codes.PermissionDenied},
+		{name: "neither Entrypoint nor Cmd", tables: tables, resolver: good, runUnclaimed: true, image: "no-entrypoint:v1", code: codes.FailedPrecondition, message: "neither Entrypoint nor Cmd"},
+		{name: "unreadable templateOverrides", tables: tables, resolver: good, image: "claimed:v1", code: codes.FailedPrecondition, message: "templateOverrides"},
+		{name: "registry unreachable: nothing ran", tables: executortable.Build(&configpb.Snapshot{DefaultImagePrefix: "127.0.0.1:1/fns"}),
+			resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.Unavailable, message: "the function was not run", notSent: true},
+		{name: "no pod before the deadline", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.DeadlineExceeded, message: "no pod was ready"},
+	}
+	tpl := &templates.Templates{Pod: templates.DefaultPodTemplate("ns", "wrapper"), Service: templates.DefaultServiceTemplate("ns")}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(fixedTables{tt.tables}, tt.resolver, noPods{}, func() *templates.Templates { return tpl }, NewConns(1<<20),
+				Options{MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute, RunUnclaimed: tt.runUnclaimed})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := s.EvaluateFunction(ctx, &evalwire.Request{Image: tt.image})
+			require.Error(t, err)
+			assert.Equal(t, tt.code, status.Code(err), "%v", err)
+			assert.Contains(t, status.Convert(err).Message(), tt.message)
+			var notSent *sendonce.NotSentError
+			assert.Equal(t, tt.notSent, errors.As(err, &notSent), "marked as not sent: %v", err)
+		})
+	}
+}

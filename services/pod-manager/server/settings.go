@@ -1,0 +1,83 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/executortable"
+	configpb "github.com/fnrunner/fnrunner/protos/configstream"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+)
+
+// errBadOverrides: a FunctionConfig's templateOverrides cannot be read.
+var errBadOverrides = errors.New("templateOverrides")
+
+// podSettings are one FunctionConfig's pod settings, decoded.
+type podSettings struct {
+	// function has the limits and TTL filled in (flag defaults where the
+	// FunctionConfig gives none); Key and Spec are the call's.
+	function      podcache.Function
+	overrides     *v1alpha1.TemplateOverrides
+	overridesHash string
+	err           error
+}
+
+// settingsCache decodes each FunctionConfig's pod settings once per
+// executor table, not once per call.
+type settingsCache struct {
+	mu     sync.Mutex
+	tables *executortable.Tables
+	byFC   map[*configpb.FunctionConfig]podSettings
+}
+
+// of returns fc's settings under tables (fc nil: an unclaimed image, which
+// gets the flag defaults).
+func (c *settingsCache) of(tables *executortable.Tables, fc *configpb.FunctionConfig, opts Options) (podSettings, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tables != tables {
+		c.tables, c.byFC = tables, map[*configpb.FunctionConfig]podSettings{}
+	}
+	s, ok := c.byFC[fc]
+	if !ok {
+		s = decode(fc, opts)
+		c.byFC[fc] = s
+	}
+	return s, s.err
+}
+
+// decode fills in a FunctionConfig's pod settings over the flag defaults.
+func decode(fc *configpb.FunctionConfig, opts Options) podSettings {
+	s := podSettings{function: podcache.Function{
+		MaxParallelExecutions:   opts.MaxParallelExecutions,
+		PreferredMaxQueueLength: opts.PreferredMaxQueueLength,
+		TTL:                     opts.TTL,
+	}}
+	p := fc.GetPod()
+	if p.GetMaxParallelExecutions() > 0 {
+		s.function.MaxParallelExecutions = int(p.GetMaxParallelExecutions())
+	}
+	if p.GetPreferredMaxQueueLength() > 0 {
+		s.function.PreferredMaxQueueLength = int(p.GetPreferredMaxQueueLength())
+	}
+	if p.GetTimeToLiveSeconds() > 0 {
+		s.function.TTL = time.Duration(p.GetTimeToLiveSeconds()) * time.Second
+	}
+	if raw := p.GetTemplateOverridesJson(); len(raw) > 0 {
+		s.overrides = &v1alpha1.TemplateOverrides{}
+		if err := json.Unmarshal(raw, s.overrides); err != nil {
+			s.err = fmt.Errorf("%w: %w", errBadOverrides, err)
+			return s
+		}
+	}
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(s.overrides)
+	s.overridesHash = hex.EncodeToString(h.Sum(nil))[:12]
+	return s
+}

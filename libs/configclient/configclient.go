@@ -30,7 +30,6 @@ type Client struct {
 	tables     atomic.Pointer[executortable.Tables]
 	ready      chan struct{}
 	readyOnce  sync.Once
-	onUpdate   func(*executortable.Tables)
 }
 
 // New returns a client that watches over conn. subscriber names the caller
@@ -78,14 +77,8 @@ func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Ta
 	return c.tables.Load()
 }
 
-// OnUpdate sets a function called with every new table (before Run).
-func (c *Client) OnUpdate(f func(*executortable.Tables)) { c.onUpdate = f }
-
 // Tables returns the newest table, or nil before the first snapshot.
 func (c *Client) Tables() *executortable.Tables { return c.tables.Load() }
-
-// Ready is closed once the first snapshot arrived.
-func (c *Client) Ready() <-chan struct{} { return c.ready }
 
 // Run watches until ctx ends.
 func (c *Client) Run(ctx context.Context) {
@@ -129,9 +122,6 @@ func (c *Client) watch(ctx context.Context) (received bool, err error) {
 		if old := c.tables.Load(); old == nil || old.Epoch != t.Epoch || old.Version != t.Version {
 			c.tables.Store(t)
 			c.log.Info("executor table updated", "epoch", t.Epoch, "version", t.Version, "functions", len(snap.GetFunctions()))
-			if c.onUpdate != nil {
-				c.onUpdate(t)
-			}
 		}
 		c.readyOnce.Do(func() { close(c.ready) })
 	}

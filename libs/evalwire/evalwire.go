@@ -15,11 +15,12 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-)
+	"google.golang.org/grpc/status"
 
-// Method is EvaluateFunction's full gRPC method name.
-const Method = "/evaluator.FunctionEvaluator/EvaluateFunction"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+)
 
 // Request is an EvaluateFunctionRequest.
 type Request struct {
@@ -79,17 +80,21 @@ func Register(s grpc.ServiceRegistrar, srv Server) {
 }
 
 func handle(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	req := new(Request)
-	if err := dec(req); err != nil {
+	in := new(incoming)
+	if err := dec(in); err != nil {
 		return nil, err
 	}
+	if in.err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "the request is not an EvaluateFunctionRequest: %v", in.err)
+	}
+	req := &in.req
 	call := func(ctx context.Context, req any) (any, error) {
 		return srv.(Server).EvaluateFunction(ctx, req.(*Request))
 	}
 	if interceptor == nil {
 		return call(ctx, req)
 	}
-	return interceptor(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: Method}, call)
+	return interceptor(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: pb.FunctionEvaluator_EvaluateFunction_FullMethodName}, call)
 }
 
 // Client calls EvaluateFunction over a connection.
@@ -105,7 +110,7 @@ func NewClient(cc grpc.ClientConnInterface) *Client { return &Client{cc: cc} }
 func (c *Client) EvaluateFunction(ctx context.Context, req *Request, opts ...grpc.CallOption) (*Response, error) {
 	resp := new(Response)
 	opts = append([]grpc.CallOption{grpc.ForceCodecV2(codec{})}, opts...)
-	if err := c.cc.Invoke(ctx, Method, req, resp, opts...); err != nil {
+	if err := c.cc.Invoke(ctx, pb.FunctionEvaluator_EvaluateFunction_FullMethodName, req, resp, opts...); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -119,7 +119,7 @@ func listen(host string, port int) (net.Listener, error) {
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	errc := make(chan error, 2)
 	go func() {
-		s.log.Info("serving gRPC", "service", s.cfg.Name, "address", lis.Addr().String())
+		s.log.Info("serving gRPC", "address", lis.Addr().String())
 		if err := s.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("gRPC server: %w", err)
 		}
@@ -158,7 +158,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 func (s *Server) Stopping() <-chan struct{} { return s.stopping }
 
 func (s *Server) shutdown(metrics *http.Server) {
-	s.log.Info("draining", "service", s.cfg.Name, "timeout", s.cfg.DrainTimeout.String())
+	s.log.Info("draining", "timeout", s.cfg.DrainTimeout.String())
 	close(s.stopping)
 	s.Health.Shutdown()
 	done := make(chan struct{})
@@ -180,5 +180,5 @@ func (s *Server) shutdown(metrics *http.Server) {
 		defer cancel()
 		_ = metrics.Shutdown(ctx)
 	}
-	s.log.Info("stopped", "service", s.cfg.Name)
+	s.log.Info("stopped")
 }

@@ -149,10 +149,9 @@ func (x *Snapshot) GetFunctions() []*FunctionConfig {
 }
 
 type FunctionConfig struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Generation int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Image name without registry or tag.
 	Image string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
 	// Registry prefixes; "" is the default prefix.
@@ -206,13 +205,6 @@ func (x *FunctionConfig) GetName() string {
 		return x.Name
 	}
 	return ""
-}
-
-func (x *FunctionConfig) GetGeneration() int64 {
-	if x != nil {
-		return x.Generation
-	}
-	return 0
 }
 
 func (x *FunctionConfig) GetImage() string {
@@ -357,11 +349,12 @@ func (x *BinaryExecutor) GetPath() string {
 }
 
 type PodExecutor struct {
-	state                   protoimpl.MessageState `protogen:"open.v1"`
-	Tags                    []string               `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty"`
-	TimeToLiveSeconds       int64                  `protobuf:"varint,2,opt,name=time_to_live_seconds,json=timeToLiveSeconds,proto3" json:"time_to_live_seconds,omitempty"`
-	MaxParallelExecutions   int32                  `protobuf:"varint,3,opt,name=max_parallel_executions,json=maxParallelExecutions,proto3" json:"max_parallel_executions,omitempty"`
-	PreferredMaxQueueLength int32                  `protobuf:"varint,4,opt,name=preferred_max_queue_length,json=preferredMaxQueueLength,proto3" json:"preferred_max_queue_length,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tags  []string               `protobuf:"bytes,1,rep,name=tags,proto3" json:"tags,omitempty"`
+	// 0: the pod-manager's --pod-ttl.
+	TimeToLiveSeconds       int64 `protobuf:"varint,2,opt,name=time_to_live_seconds,json=timeToLiveSeconds,proto3" json:"time_to_live_seconds,omitempty"`
+	MaxParallelExecutions   int32 `protobuf:"varint,3,opt,name=max_parallel_executions,json=maxParallelExecutions,proto3" json:"max_parallel_executions,omitempty"`
+	PreferredMaxQueueLength int32 `protobuf:"varint,4,opt,name=preferred_max_queue_length,json=preferredMaxQueueLength,proto3" json:"preferred_max_queue_length,omitempty"`
 	// spec.podExecutor.templateOverrides as JSON, applied by the pod-manager.
 	TemplateOverridesJson []byte `protobuf:"bytes,5,opt,name=template_overrides_json,json=templateOverridesJson,proto3" json:"template_overrides_json,omitempty"`
 	unknownFields         protoimpl.UnknownFields
@@ -446,18 +439,16 @@ const file_configstream_configstream_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\tR\x05epoch\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x120\n" +
 	"\x14default_image_prefix\x18\x03 \x01(\tR\x12defaultImagePrefix\x12F\n" +
-	"\tfunctions\x18\x04 \x03(\v2(.fnrunner.configstream.v1.FunctionConfigR\tfunctions\"\xc5\x02\n" +
+	"\tfunctions\x18\x04 \x03(\v2(.fnrunner.configstream.v1.FunctionConfigR\tfunctions\"\xb7\x02\n" +
 	"\x0eFunctionConfig\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1e\n" +
-	"\n" +
-	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\x12\x14\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x04 \x01(\tR\x05image\x12\x1a\n" +
 	"\bprefixes\x18\x05 \x03(\tR\bprefixes\x124\n" +
 	"\x02go\x18\x06 \x01(\v2$.fnrunner.configstream.v1.GoExecutorR\x02go\x12@\n" +
 	"\x06binary\x18\a \x01(\v2(.fnrunner.configstream.v1.BinaryExecutorR\x06binary\x127\n" +
-	"\x03pod\x18\b \x01(\v2%.fnrunner.configstream.v1.PodExecutorR\x03pod\"0\n" +
+	"\x03pod\x18\b \x01(\v2%.fnrunner.configstream.v1.PodExecutorR\x03podJ\x04\b\x03\x10\x04R\n" +
+	"generation\"0\n" +
 	"\n" +
 	"GoExecutor\x12\x12\n" +
 	"\x04tags\x18\x01 \x03(\tR\x04tags\x12\x0e\n" +

@@ -16,12 +16,8 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/executortable"
-	"github.com/fnrunner/fnrunner/libs/fnexec"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 )
-
-// DefaultTimeToLive is the idle pod TTL when a FunctionConfig gives none.
-const DefaultTimeToLive = 30 * time.Minute
 
 // Options are the rules the runners apply, so status can report breaches.
 type Options struct {
@@ -33,8 +29,6 @@ type Options struct {
 
 // Verdict is what status reports for one FunctionConfig.
 type Verdict struct {
-	// Generation the verdict is about.
-	Generation int64
 	// Problems keep the object from being Ready; each is one sentence.
 	Problems []string
 	// Conflicts is the subset of Problems about other FunctionConfigs.
@@ -57,7 +51,7 @@ func Evaluate(objs []v1alpha1.FunctionConfig, opts Options) ([]*configpb.Functio
 		}
 		entry, problems := Convert(fc, opts)
 		key := types.NamespacedName{Namespace: fc.Namespace, Name: fc.Name}
-		verdicts[key] = Verdict{Generation: fc.Generation, Problems: problems}
+		verdicts[key] = Verdict{Problems: problems}
 		if entry != nil {
 			entries = append(entries, entry)
 		}
@@ -90,11 +84,10 @@ func Convert(fc *v1alpha1.FunctionConfig, opts Options) (*configpb.FunctionConfi
 		return nil, []string{"at least one of spec.goExecutor, spec.binaryExecutor, spec.podExecutor must be set"}
 	}
 	out := &configpb.FunctionConfig{
-		Namespace:  fc.Namespace,
-		Name:       fc.Name,
-		Generation: fc.Generation,
-		Image:      image,
-		Prefixes:   spec.Prefixes,
+		Namespace: fc.Namespace,
+		Name:      fc.Name,
+		Image:     image,
+		Prefixes:  spec.Prefixes,
 	}
 	if g := spec.GoExecutor; g != nil {
 		id := image
@@ -114,7 +107,7 @@ func Convert(fc *v1alpha1.FunctionConfig, opts Options) (*configpb.FunctionConfi
 		default:
 			if strings.TrimSpace(b.Path) == "" {
 				problems = append(problems, "spec.binaryExecutor.path must not be empty")
-			} else if _, err := fnexec.ResolveBinary("", b.Path, opts.AllowAbsoluteBinaryPaths); err != nil {
+			} else if _, err := executortable.ResolveBinary("", b.Path, opts.AllowAbsoluteBinaryPaths); err != nil {
 				problems = append(problems, "spec.binaryExecutor.path: "+err.Error())
 			} else {
 				out.Binary = &configpb.BinaryExecutor{Tags: b.Tags, Path: filepath.Clean(b.Path)}
@@ -124,10 +117,11 @@ func Convert(fc *v1alpha1.FunctionConfig, opts Options) (*configpb.FunctionConfi
 	if p := spec.PodExecutor; p != nil {
 		pod := &configpb.PodExecutor{
 			Tags:                    p.Tags,
-			TimeToLiveSeconds:       int64(DefaultTimeToLive / time.Second),
 			MaxParallelExecutions:   int32(p.MaxParallelExecutions),
 			PreferredMaxQueueLength: int32(p.PreferredMaxQueueLength),
 		}
+		// Left 0 when the object gives none (porch's CRD defaults it to
+		// 30m): the pod-manager's --pod-ttl then applies.
 		if p.TimeToLive.Duration > 0 {
 			pod.TimeToLiveSeconds = int64(p.TimeToLive.Duration / time.Second)
 		}

@@ -1,9 +1,11 @@
 package configs
 
 import (
-	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -32,39 +34,54 @@ func TestEvaluate(t *testing.T) {
 	v := func(name string) Verdict { return verdicts[types.NamespacedName{Namespace: "ns", Name: name}] }
 
 	for _, name := range []string{"good", "rival"} {
-		if v(name).Ready() || len(v(name).Conflicts) != 1 {
-			t.Errorf("%s: verdict %+v, want one conflict", name, v(name))
+		assert.False(t, v(name).Ready(), "%s: verdict %+v, want one conflict", name, v(name))
+		assert.Len(t, v(name).Conflicts, 1, "%s: verdict %+v, want one conflict", name, v(name))
+	}
+	for _, tc := range []struct{ name, problem string }{
+		{"traversal", "leaves the functions directory"},
+		{"absolute", "absolute"},
+		{"bad-image", "spec.image"},
+	} {
+		if p := v(tc.name).Problems; assert.Len(t, p, 1, "%s problems", tc.name) {
+			assert.Contains(t, p[0], tc.problem, "%s problems", tc.name)
 		}
-	}
-	if p := v("traversal").Problems; len(p) != 1 || !strings.Contains(p[0], "leaves the functions directory") {
-		t.Errorf("traversal problems = %v", p)
-	}
-	if p := v("absolute").Problems; len(p) != 1 || !strings.Contains(p[0], "absolute") {
-		t.Errorf("absolute problems = %v", p)
-	}
-	if p := v("bad-image").Problems; len(p) != 1 || !strings.Contains(p[0], "spec.image") {
-		t.Errorf("bad-image problems = %v", p)
 	}
 	names := map[string]bool{}
 	for _, e := range entries {
 		names[e.GetName()] = true
-		if e.GetName() == "traversal" && (e.GetBinary() != nil || e.GetGo() == nil) {
-			t.Errorf("traversal entry keeps the bad binary section or lost the go one: %v", e)
+		if e.GetName() == "traversal" {
+			assert.Nil(t, e.GetBinary(), "traversal entry keeps the bad binary section: %v", e)
+			assert.NotNil(t, e.GetGo(), "traversal entry lost the go section: %v", e)
 		}
 	}
-	if !names["good"] || !names["rival"] || names["absolute"] || names["bad-image"] {
-		t.Errorf("entries = %v", names)
+	for _, name := range []string{"good", "rival"} {
+		assert.True(t, names[name], "entry %s missing from %v", name, names)
+	}
+	for _, name := range []string{"absolute", "bad-image"} {
+		assert.False(t, names[name], "entry %s present in %v", name, names)
 	}
 
 	_, verdicts = Evaluate(objs, Options{AllowAbsoluteBinaryPaths: true})
-	if !verdicts[types.NamespacedName{Namespace: "ns", Name: "absolute"}].Ready() {
-		t.Errorf("absolute path refused although allowed")
-	}
+	assert.True(t, verdicts[types.NamespacedName{Namespace: "ns", Name: "absolute"}].Ready(), "absolute path refused although allowed")
 }
 
-func TestPodDefaults(t *testing.T) {
-	e, problems := Convert(&v1alpha1.FunctionConfig{Spec: v1alpha1.FunctionConfigSpec{Image: "fn", PodExecutor: &v1alpha1.PodExecutorConfig{}}}, Options{})
-	if len(problems) != 0 || e.GetPod().GetTimeToLiveSeconds() != 1800 {
-		t.Errorf("entry %v problems %v", e, problems)
+// A FunctionConfig without timeToLive leaves it to the pod-manager's
+// --pod-ttl; one with it keeps its own.
+func TestPodTimeToLive(t *testing.T) {
+	tests := []struct {
+		name string
+		ttl  time.Duration
+		want int64
+	}{
+		{"unset: the pod-manager's --pod-ttl applies", 0, 0},
+		{"set", 90 * time.Second, 90},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &v1alpha1.PodExecutorConfig{TimeToLive: metav1.Duration{Duration: tt.ttl}}
+			e, problems := Convert(&v1alpha1.FunctionConfig{Spec: v1alpha1.FunctionConfigSpec{Image: "fn", PodExecutor: pod}}, Options{})
+			require.Empty(t, problems)
+			assert.Equal(t, tt.want, e.GetPod().GetTimeToLiveSeconds())
+		})
 	}
 }

@@ -16,7 +16,7 @@ type Adopter interface {
 	Adopt(key, pod, address string, ttl time.Duration)
 }
 
-// Reconciled says what Reconcile did.
+// Reconciled says what ReconcileExisting did.
 type Reconciled struct {
 	Adopted, DeletedPods, DeletedServices int
 }

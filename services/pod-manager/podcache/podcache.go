@@ -22,8 +22,9 @@ import (
 
 // Function is what the cache needs to know about a function.
 type Function struct {
-	// Key identifies the function's pods: image (with digest) and template
-	// version. Calls with the same key share pods.
+	// Key identifies the function's pods; calls with the same key share
+	// them. The pod-manager's is a kube.CacheKey: image (with digest),
+	// template version and overrides.
 	Key string
 	// MaxParallelExecutions bounds the function's pods (at least 1).
 	MaxParallelExecutions int

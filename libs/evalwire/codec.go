@@ -74,15 +74,12 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *Request:
 		m.Free()
-		rl, image, err := decodeMessage(data)
-		if err != nil {
-			return err
-		}
-		if !utf8.Valid(image) {
-			rl.Free()
-			return errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
-		}
-		*m = Request{Image: string(image), ResourceList: rl}
+		req, err := decodeRequest(data)
+		*m = req
+		return err
+	case *incoming:
+		m.req.Free()
+		m.req, m.err = decodeRequest(data)
 		return nil
 	case *Response:
 		m.Free()
@@ -94,6 +91,27 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	return c.proto().Unmarshal(data, v)
+}
+
+// incoming is what the server decodes a request into: the request, or why
+// its body does not decode. gRPC answers a codec's error itself, always with
+// Internal; keeping the error here lets the handler answer InvalidArgument,
+// since a body that does not decode is the caller's fault.
+type incoming struct {
+	req Request
+	err error
+}
+
+func decodeRequest(data mem.BufferSlice) (Request, error) {
+	rl, image, err := decodeMessage(data)
+	if err != nil {
+		return Request{}, err
+	}
+	if !utf8.Valid(image) {
+		rl.Free()
+		return Request{}, errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
+	}
+	return Request{Image: string(image), ResourceList: rl}, nil
 }
 
 // errTruncated is a message that ends inside a field.
@@ -230,9 +248,23 @@ func (c *cursor) advance(n int) error {
 	return nil
 }
 
+// maxGroupDepth bounds how deeply groups may nest, where protobuf-go's
+// default recursion limit does (it reads 10,001 nested groups and refuses
+// 10,002; FuzzDecode's seeds hold both): each level costs a frame of the goroutine's
+// stack, and a body of nothing but start-group tags would otherwise grow it
+// past Go's limit, which is fatal to the process, not a panic.
+const maxGroupDepth = 10000
+
+// errTooDeep is what a body nested deeper than maxGroupDepth gets.
+var errTooDeep = errors.New("proto: exceeded maximum recursion depth")
+
 // skip passes over a field that is not length-delimited; groups are
 // skipped with everything nested in them.
 func (c *cursor) skip(num protowire.Number, typ protowire.Type) error {
+	return c.skipNested(num, typ, 0)
+}
+
+func (c *cursor) skipNested(num protowire.Number, typ protowire.Type, depth int) error {
 	switch typ {
 	case protowire.VarintType:
 		_, err := c.varint()
@@ -248,6 +280,9 @@ func (c *cursor) skip(num protowire.Number, typ protowire.Type) error {
 		}
 		return c.advance(n)
 	case protowire.StartGroupType:
+		if depth > maxGroupDepth {
+			return errTooDeep
+		}
 		for {
 			tag, err := c.varint()
 			if err != nil {
@@ -263,7 +298,7 @@ func (c *cursor) skip(num protowire.Number, typ protowire.Type) error {
 			if n < protowire.MinValidNumber {
 				return fmt.Errorf("proto: invalid field number %d", n)
 			}
-			if err := c.skip(n, t); err != nil {
+			if err := c.skipNested(n, t, depth+1); err != nil {
 				return err
 			}
 		}

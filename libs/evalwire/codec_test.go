@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -30,32 +31,21 @@ func split(b []byte, cuts ...int) mem.BufferSlice {
 func TestRequestMatchesGenerated(t *testing.T) {
 	want := &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte("kind: ResourceList\nitems: []\n")}
 	wire, err := proto.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Every place the transport could have cut the message.
 	for cut := 0; cut <= len(wire); cut++ {
 		data := split(wire, cut)
 		var got Request
-		if err := (codec{}).Unmarshal(data, &got); err != nil {
-			t.Fatalf("cut %d: %v", cut, err)
-		}
+		require.NoError(t, (codec{}).Unmarshal(data, &got), "cut %d", cut)
 		data.Free() // as gRPC does after Unmarshal: got keeps its own references
-		if got.Image != want.Image || string(got.ResourceList.Materialize()) != string(want.ResourceList) {
-			t.Fatalf("cut %d: got %q %q", cut, got.Image, got.ResourceList.Materialize())
-		}
+		require.Equal(t, want.Image, got.Image, "cut %d: image", cut)
+		require.Equal(t, string(want.ResourceList), string(got.ResourceList.Materialize()), "cut %d: resource list", cut)
 		out, err := (codec{}).Marshal(&got)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		back := new(pb.EvaluateFunctionRequest)
-		if err := proto.Unmarshal(out.Materialize(), back); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, proto.Unmarshal(out.Materialize(), back))
 		out.Free()
-		if !proto.Equal(back, want) {
-			t.Fatalf("cut %d: generated code reads %v", cut, back)
-		}
+		require.True(t, proto.Equal(back, want), "cut %d: generated code reads %v", cut, back)
 		got.Free()
 	}
 }
@@ -63,30 +53,19 @@ func TestRequestMatchesGenerated(t *testing.T) {
 func TestResponseMatchesGenerated(t *testing.T) {
 	want := &pb.EvaluateFunctionResponse{ResourceList: []byte(strings.Repeat("x", 70000)), Log: []byte("done\n")}
 	wire, err := proto.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got Response
-	if err := (codec{}).Unmarshal(split(wire, 1, 2, 3, 16384, 32768, len(wire)-3), &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, (codec{}).Unmarshal(split(wire, 1, 2, 3, 16384, 32768, len(wire)-3), &got))
 	out, err := (codec{}).Marshal(&got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(out.Materialize(), wire) {
-		t.Fatal("re-encoded response differs from the generated encoding")
-	}
+	require.NoError(t, err)
+	// bytes.Equal rather than require.Equal: a diff of 70 kB helps nobody.
+	require.True(t, bytes.Equal(out.Materialize(), wire), "re-encoded response differs from the generated encoding")
 }
 
 func TestEmptyFieldsLeftOut(t *testing.T) {
 	out, err := (codec{}).Marshal(&Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Len() != 0 {
-		t.Fatalf("empty request encodes to %d bytes, want 0", out.Len())
-	}
+	require.NoError(t, err)
+	require.Zero(t, out.Len(), "bytes an empty request encodes to")
 }
 
 func TestUnknownAndRepeatedFields(t *testing.T) {
@@ -111,16 +90,11 @@ func TestUnknownAndRepeatedFields(t *testing.T) {
 	wire = protowire.AppendString(wire, "img")
 
 	gen := new(pb.EvaluateFunctionRequest)
-	if err := proto.Unmarshal(wire, gen); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, proto.Unmarshal(wire, gen))
 	var got Request
-	if err := (codec{}).Unmarshal(split(wire, 5, 11), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Image != gen.GetImage() || string(got.ResourceList.Materialize()) != string(gen.GetResourceList()) {
-		t.Fatalf("got %q %q, generated code reads %q %q", got.Image, got.ResourceList.Materialize(), gen.GetImage(), gen.GetResourceList())
-	}
+	require.NoError(t, (codec{}).Unmarshal(split(wire, 5, 11), &got))
+	require.Equal(t, gen.GetImage(), got.Image, "image, against what the generated code reads")
+	require.Equal(t, string(gen.GetResourceList()), string(got.ResourceList.Materialize()), "resource list, against what the generated code reads")
 }
 
 func TestMalformedRefused(t *testing.T) {
@@ -135,12 +109,8 @@ func TestMalformedRefused(t *testing.T) {
 		"overlong varint":    bytes.Repeat([]byte{0xff}, 11),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := proto.Unmarshal(wire, new(pb.EvaluateFunctionRequest)); err == nil {
-				t.Fatalf("generated code accepts %x; the test case is wrong", wire)
-			}
-			if err := (codec{}).Unmarshal(split(wire, 1), new(Request)); err == nil {
-				t.Fatalf("accepted %x", wire)
-			}
+			require.Error(t, proto.Unmarshal(wire, new(pb.EvaluateFunctionRequest)), "generated code accepts %x; the test case is wrong", wire)
+			require.Error(t, (codec{}).Unmarshal(split(wire, 1), new(Request)), "accepted %x", wire)
 		})
 	}
 }
@@ -148,13 +118,10 @@ func TestMalformedRefused(t *testing.T) {
 func TestOtherMessagesUseProto(t *testing.T) {
 	in := &pb.EvaluateFunctionRequest{Image: "x"}
 	out, err := (codec{}).Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	back := new(pb.EvaluateFunctionRequest)
-	if err := (codec{}).Unmarshal(out, back); err != nil || back.GetImage() != "x" {
-		t.Fatalf("got %v, %v", back, err)
-	}
+	require.NoError(t, (codec{}).Unmarshal(out, back))
+	require.Equal(t, "x", back.GetImage(), "got %v", back)
 }
 
 // FuzzDecode checks that the codec reads every input as the generated code
@@ -169,11 +136,11 @@ func FuzzDecode(f *testing.F) {
 		genErr := proto.Unmarshal(wire, gen)
 		var got Request
 		err := (codec{}).Unmarshal(split(wire, cut), &got)
-		if (err == nil) != (genErr == nil) {
-			t.Fatalf("codec error %v, generated code error %v", err, genErr)
-		}
-		if err == nil && (got.Image != gen.GetImage() || !bytes.Equal(got.ResourceList.Materialize(), gen.GetResourceList())) {
-			t.Fatalf("got %q %q, generated code reads %q %q", got.Image, got.ResourceList.Materialize(), gen.GetImage(), gen.GetResourceList())
+		require.Equal(t, genErr == nil, err == nil, "codec error %v, generated code error %v", err, genErr)
+		if err == nil {
+			require.Equal(t, gen.GetImage(), got.Image, "image, against what the generated code reads")
+			require.True(t, bytes.Equal(got.ResourceList.Materialize(), gen.GetResourceList()),
+				"got resource list %q, generated code reads %q", got.ResourceList.Materialize(), gen.GetResourceList())
 		}
 	})
 }

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
@@ -34,9 +37,7 @@ func (generatedEcho) EvaluateFunction(_ context.Context, req *pb.EvaluateFunctio
 func serve(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	opts = append(opts, grpc.MaxRecvMsgSize(16<<20), grpc.MaxSendMsgSize(16<<20))
 	s := grpc.NewServer(opts...)
 	register(s)
@@ -44,9 +45,7 @@ func serve(t *testing.T, register func(*grpc.Server), opts ...grpc.ServerOption)
 	t.Cleanup(s.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { cc.Close() })
 	return cc
 }
@@ -60,16 +59,12 @@ func TestGeneratedClientToServer(t *testing.T) {
 		healthpb.RegisterHealthServer(s, health.NewServer())
 	}, ServerCodec())
 	resp, err := pb.NewFunctionEvaluatorClient(cc).EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "fn:v1", ResourceList: big})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(resp.GetResourceList(), big) || string(resp.GetLog()) != "fn:v1" {
-		t.Fatalf("echo came back different: %d bytes, log %q", len(resp.GetResourceList()), resp.GetLog())
-	}
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(resp.GetResourceList(), big), "echo came back different: %d bytes", len(resp.GetResourceList()))
+	require.Equal(t, "fn:v1", string(resp.GetLog()), "echoed log")
 	// Other services on the same server still speak plain proto.
-	if _, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatalf("health through the codec: %v", err)
-	}
+	_, err = healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err, "health through the codec")
 }
 
 func TestClientToGeneratedServer(t *testing.T) {
@@ -77,13 +72,11 @@ func TestClientToGeneratedServer(t *testing.T) {
 	req := &Request{Image: "fn:v1", ResourceList: Bytes(big)}
 	for range 2 { // a request can be sent again
 		resp, err := NewClient(cc).EvaluateFunction(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err := io.ReadAll(NewReader(resp.ResourceList))
-		if err != nil || !bytes.Equal(got, big) || string(resp.Log) != "fn:v1" {
-			t.Fatalf("echo came back different: %d bytes (%v), log %q", len(got), err, resp.Log)
-		}
+		require.NoError(t, err, "reading the echo")
+		require.True(t, bytes.Equal(got, big), "echo came back different: %d bytes", len(got))
+		require.Equal(t, "fn:v1", string(resp.Log), "echoed log")
 		resp.Free()
 	}
 }
@@ -91,9 +84,10 @@ func TestClientToGeneratedServer(t *testing.T) {
 func TestReaderWritesBuffersOut(t *testing.T) {
 	s := split([]byte("abcdefgh"), 0, 3, 3, 5)
 	var w bytes.Buffer
-	if n, err := io.Copy(&w, NewReader(s)); err != nil || n != 8 || w.String() != "abcdefgh" {
-		t.Fatalf("io.Copy: %d %v %q", n, err, w.String())
-	}
+	n, err := io.Copy(&w, NewReader(s))
+	require.NoError(t, err, "io.Copy")
+	require.Equal(t, int64(8), n, "io.Copy")
+	require.Equal(t, "abcdefgh", w.String(), "io.Copy")
 	small := make([]byte, 3)
 	r := NewReader(s)
 	var got []byte
@@ -104,7 +98,38 @@ func TestReaderWritesBuffersOut(t *testing.T) {
 			break
 		}
 	}
-	if string(got) != "abcdefgh" {
-		t.Fatalf("Read: %q", got)
+	require.Equal(t, "abcdefgh", string(got), "Read")
+}
+
+// rawCodec sends a []byte as the message body as it is: a client that
+// speaks no protobuf at all, as an attacker's would.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// A body that does not decode is the caller's fault (InvalidArgument) and
+// costs the server nothing: 6 MiB of nested start-group tags once grew a
+// goroutine's stack past Go's limit, which killed the process.
+func TestUndecodableBodiesAreRefused(t *testing.T) {
+	cc := serve(t, func(s *grpc.Server) { Register(s, echo{}) }, ServerCodec())
+	method := pb.FunctionEvaluator_EvaluateFunction_FullMethodName
+	for name, body := range map[string][]byte{
+		"6 MiB of nested groups":      bytes.Repeat([]byte{0x0b}, 6<<20),
+		"10,002 well-formed groups":   append(bytes.Repeat([]byte{0x0b}, 10002), bytes.Repeat([]byte{0x0c}, 10002)...),
+		"length past the end":         []byte("\n\x80\x80\x80\x80\x10kind"),
+		"reserved wire type":          {0x0f},
+		"group ends that never began": {0x0c},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out []byte
+			err := cc.Invoke(context.Background(), method, body, &out, grpc.ForceCodec(rawCodec{}))
+			require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+		})
 	}
+	// The server still answers.
+	resp, err := pb.NewFunctionEvaluatorClient(cc).EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "fn:v1", ResourceList: []byte("kind: ResourceList\n")})
+	require.NoError(t, err)
+	require.Equal(t, "fn:v1", string(resp.GetLog()))
 }

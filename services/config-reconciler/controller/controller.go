@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
@@ -62,12 +64,16 @@ func Setup(mgr ctrl.Manager, log *slog.Logger, namespace string, opts configs.Op
 		return reqs
 	})
 
+	tableSync := &TableSync{lister: lister, table: table, log: log}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("functionconfig-table").
 		For(&v1alpha1.FunctionConfig{}).
 		WithOptions(ctrlOptions(false)).
-		Complete(&TableSync{lister: lister, table: table, log: log}); err != nil {
+		Complete(tableSync); err != nil {
 		return fmt.Errorf("table controller: %w", err)
+	}
+	if err := mgr.Add(&firstTable{cache: mgr.GetCache(), sync: tableSync, log: log}); err != nil {
+		return fmt.Errorf("first table: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("functionconfig-status").
@@ -112,6 +118,43 @@ func (r *TableSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	return reconcile.Result{}, nil
 }
+
+// firstTable publishes the table once the caches have synced, on every
+// replica: a namespace without FunctionConfigs sends no object event, and
+// the others would wait for a table forever.
+type firstTable struct {
+	cache interface {
+		WaitForCacheSync(ctx context.Context) bool
+	}
+	sync *TableSync
+	log  *slog.Logger
+}
+
+var _ manager.LeaderElectionRunnable = (*firstTable)(nil)
+
+// Start implements manager.Runnable: it retries until the table is built or
+// ctx ends, never failing the manager.
+func (f *firstTable) Start(ctx context.Context) error {
+	if !f.cache.WaitForCacheSync(ctx) {
+		return nil
+	}
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
+		_, err := f.sync.Reconcile(ctx, reconcile.Request{})
+		if err == nil {
+			return nil
+		}
+		f.log.Warn("building the first executor table", "error", err, "retryIn", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every
+// replica serves the stream, so every replica needs its table.
+func (f *firstTable) NeedLeaderElection() bool { return false }
 
 // StatusWriter writes FunctionConfig status.
 type StatusWriter struct {

@@ -9,16 +9,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/fnrunner/fnrunner/libs/kptrender"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
@@ -45,11 +47,7 @@ func corpus(t *testing.T) string {
 	if dir := os.Getenv("FNRUNNER_KRM_CORPUS"); dir != "" {
 		return dir
 	}
-	ws, err := filepath.EvalSymlinks(stack.Path(t, os.Getenv("FNRUNNER_WORKSPACE_FILE")))
-	if err != nil {
-		t.Fatalf("locating the repository: %v", err)
-	}
-	return filepath.Join(filepath.Dir(ws), "..", "shared", "krm-corpus")
+	return filepath.Join(harness.Workspace(t), "..", "shared", "krm-corpus")
 }
 
 func cases(t *testing.T, root string) []string {
@@ -64,9 +62,7 @@ func cases(t *testing.T, root string) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sort.Strings(out)
 	return out
 }
@@ -79,13 +75,11 @@ type expectedConfig struct {
 
 func TestCorpus(t *testing.T) {
 	root := corpus(t)
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("KRM corpus not found at %s (%v): conformance NOT checked. CI and checkouts have it at ../shared/krm-corpus.", root, err)
-	}
+	_, err := os.Stat(root)
+	// Never a skip: a run without the corpus has checked nothing.
+	require.NoError(t, err, "KRM corpus not found at %s: conformance cannot be checked. Put shared/ beside the repository (CI and checkouts have it at ../shared/krm-corpus) or set FNRUNNER_KRM_CORPUS.", root)
 	all := cases(t, root)
-	if len(all) == 0 {
-		t.Fatalf("no cases under %s", root)
-	}
+	require.NotEmpty(t, all, "no cases under %s", root)
 	for _, executor := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
 		t.Run(executor.name, func(t *testing.T) {
 			s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + executor.disable}})
@@ -100,9 +94,7 @@ func TestCorpus(t *testing.T) {
 func runCase(t *testing.T, s *stack.Stack, src string) {
 	var cfg expectedConfig
 	if data, err := os.ReadFile(filepath.Join(src, ".expected", "config.yaml")); err == nil {
-		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, yaml.Unmarshal(data, &cfg))
 	}
 	if cfg.TestType != "" && cfg.TestType != "render" {
 		t.Skipf("testType %q is not run by this harness", cfg.TestType)
@@ -126,13 +118,9 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 		var err error
 		list, err = kptrender.Render(ctx, pkg, s.Client(), kptrender.Options{MapImage: mapImage})
 		cancel()
-		if err != nil {
-			t.Fatalf("render %d: %v", i+1, err)
-		}
+		require.NoError(t, err, "render %d", i+1)
 	}
-	if list.ExitCode != cfg.ExitCode {
-		t.Errorf("exit code %d, want %d; results: %+v", list.ExitCode, cfg.ExitCode, list.Items)
-	}
+	assert.Equal(t, cfg.ExitCode, list.ExitCode, "exit code; results: %+v", list.Items)
 
 	git(t, pkg, "add", "-A")
 	got := git(t, pkg, "diff", "--cached")
@@ -140,15 +128,11 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	if data, err := os.ReadFile(filepath.Join(src, ".expected", "diff.patch")); err == nil {
 		want = string(data)
 	}
-	if strings.TrimSpace(got) != strings.TrimSpace(want) {
-		t.Errorf("package diff differs.\n--- got\n%s\n--- want\n%s", got, want)
-	}
+	assert.Equal(t, strings.TrimSpace(want), strings.TrimSpace(got), "package diff differs")
 
 	if data, err := os.ReadFile(filepath.Join(src, ".expected", "results.yaml")); err == nil {
 		var exp kptrender.ResultList
-		if err := yaml.Unmarshal(data, &exp); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, yaml.Unmarshal(data, &exp))
 		compareResults(t, list, &exp)
 	}
 }
@@ -157,17 +141,13 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 // and file.index is kpt's bookkeeping.
 func compareResults(t *testing.T, got, want *kptrender.ResultList) {
 	t.Helper()
-	if got.ExitCode != want.ExitCode || len(got.Items) != len(want.Items) {
-		t.Fatalf("result list: exit code %d with %d items, want %d with %d", got.ExitCode, len(got.Items), want.ExitCode, len(want.Items))
-	}
+	require.Equal(t, want.ExitCode, got.ExitCode, "result list: exit code")
+	require.Len(t, got.Items, len(want.Items), "result list: items")
 	for i := range want.Items {
 		g, w := got.Items[i], want.Items[i]
-		if g.Image != w.Image || g.ExitCode != w.ExitCode {
-			t.Errorf("item %d: %s exit %d, want %s exit %d", i, g.Image, g.ExitCode, w.Image, w.ExitCode)
-		}
-		if gr, wr := normalize(g.Results), normalize(w.Results); !reflect.DeepEqual(gr, wr) {
-			t.Errorf("item %d results:\n got  %q\n want %q", i, gr, wr)
-		}
+		assert.Equal(t, w.Image, g.Image, "item %d: image", i)
+		assert.Equal(t, w.ExitCode, g.ExitCode, "item %d: %s exit code", i, g.Image)
+		assert.Equal(t, normalize(w.Results), normalize(g.Results), "item %d results", i)
 	}
 }
 
@@ -198,13 +178,9 @@ func pkgInit(t *testing.T, pkg string) {
 		return
 	}
 	kf, err := kptrender.ReadKptfile(pkg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	content := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kptfile.kpt.dev\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\ndata:\n  name: " + kf.Metadata.Name + "\n"
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 }
 
 func copyDir(t *testing.T, src, dst string) {
@@ -226,9 +202,7 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -237,8 +211,6 @@ func git(t *testing.T, dir string, args ...string) string {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
+	require.NoError(t, err, "git %v\n%s", args, out)
 	return string(out)
 }

@@ -14,7 +14,10 @@ def _args(expand, all_files, entrypoint, title):
     return a
 
 def fnrunner_image(name, title, binary = None, path = None, files = {}, entrypoint = None):
-    """Declares :<name> (image tarball) and :push.
+    """Declares :<name> (image tarball) and its push target.
+
+    The push target is :push for an image named "image" (every service's, so
+    `bazel run //services/<service>:push` works), else :<name>_push.
 
     Args:
       name: name of the tarball target, usually "image".
@@ -41,7 +44,7 @@ def fnrunner_image(name, title, binary = None, path = None, files = {}, entrypoi
         visibility = ["//visibility:public"],
     )
     native.sh_binary(
-        name = "push",
+        name = "push" if name == "image" else name + "_push",
         srcs = ["//tools/ociimage:push.sh"],
         args = ["$(rootpath //tools/ociimage)"] + _args("rootpath", all_files, entrypoint, title),
         data = srcs + ["//tools/ociimage"],

@@ -17,82 +17,59 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 func TestSameInputsSameDigest(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "svc")
-	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755))
 	spec := func(label string) Spec {
 		return Spec{Files: []File{{Src: bin, Dst: "/svc", Mode: 0o755}}, Entrypoint: []string{"/svc"}, Labels: map[string]string{"l": label}}
 	}
 	digest := func(s Spec) v1.Hash {
 		img, err := Build(s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		d, err := img.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return d
 	}
 	a, b := digest(spec("x")), digest(spec("x"))
-	if a != b {
-		t.Errorf("same inputs, digests %s and %s", a, b)
-	}
-	if c := digest(spec("y")); c == a {
-		t.Errorf("a different label kept the digest %s", a)
-	}
+	assert.Equal(t, a, b, "digests of the same inputs")
+	assert.NotEqual(t, a, digest(spec("y")), "a different label kept the digest")
 }
 
 // Every image Bazel builds is pushed to a registry on loopback, pulled back
 // and checked: config, layers, static binaries that run.
 func TestServiceImages(t *testing.T) {
 	entries := strings.Fields(os.Getenv("FNRUNNER_IMAGES"))
-	if len(entries) == 0 {
-		t.Fatal("FNRUNNER_IMAGES is not set: run with tools/bazel test")
-	}
+	require.NotEmpty(t, entries, "FNRUNNER_IMAGES is not set: run with tools/bazel test")
 	reg := httptest.NewServer(registry.New())
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
 	for _, e := range entries {
 		svc, path, _ := strings.Cut(e, "=")
 		t.Run(svc, func(t *testing.T) {
-			local, err := tarball.ImageFromPath(runfile(t, path), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			local, err := tarball.ImageFromPath(harness.Runfile(t, path), nil)
+			require.NoError(t, err)
 			ref, err := name.NewTag(host + "/fnrunner/" + svc + ":test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := remote.Write(ref, local); err != nil {
-				t.Fatalf("push: %v", err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, remote.Write(ref, local), "push")
 			img, err := remote.Image(ref)
-			if err != nil {
-				t.Fatalf("pull: %v", err)
-			}
-			if want, _ := local.Digest(); mustDigest(t, img) != want {
-				t.Errorf("pulled digest differs from the built one")
-			}
+			require.NoError(t, err, "pull")
+			want, _ := local.Digest()
+			assert.Equal(t, want, mustDigest(t, img), "pulled digest differs from the built one")
 			cfg, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cfg.Config.User != "65532:65532" || cfg.OS != "linux" || cfg.Architecture != "amd64" {
-				t.Errorf("config: user %q os %q arch %q", cfg.Config.User, cfg.OS, cfg.Architecture)
-			}
-			if cfg.Config.Labels["org.opencontainers.image.title"] != "fnrunner-"+svc {
-				t.Errorf("labels = %v", cfg.Config.Labels)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, "65532:65532", cfg.Config.User, "config: user")
+			assert.Equal(t, "linux", cfg.OS, "config: os")
+			assert.Equal(t, "amd64", cfg.Architecture, "config: architecture")
+			assert.Equal(t, "fnrunner-"+svc, cfg.Config.Labels["org.opencontainers.image.title"], "labels = %v", cfg.Config.Labels)
 			files := extract(t, img)
-			if _, ok := files["etc/ssl/certs/ca-certificates.crt"]; !ok {
-				t.Error("no CA bundle in the image")
-			}
+			assert.Contains(t, files, "etc/ssl/certs/ca-certificates.crt", "no CA bundle in the image")
 			dir := t.TempDir()
 			if svc == "functions" {
 				for _, fn := range []string{"set-namespace", "apply-setters", "apply-replacements", "starlark"} {
@@ -101,19 +78,16 @@ func TestServiceImages(t *testing.T) {
 					cmd.Stdin = strings.NewReader("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n")
 					// Each runs as a KRM function: a ResourceList in, one out (with
 					// an error result and exit 1 from those that need a functionConfig).
-					if out, err := cmd.Output(); !strings.Contains(string(out), "kind: ResourceList") {
-						t.Errorf("%s did not run as a function: %v\n%s", fn, err, out)
-					}
+					out, err := cmd.Output()
+					assert.Contains(t, string(out), "kind: ResourceList", "%s did not run as a function: %v", fn, err)
 				}
 				return
 			}
-			if len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/"+svc {
-				t.Errorf("entrypoint = %v", cfg.Config.Entrypoint)
-			}
+			assert.Equal(t, []string{"/" + svc}, cfg.Config.Entrypoint, "entrypoint")
 			bin := writeExec(t, dir, files, svc)
-			if out, err := exec.Command(bin, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "Usage") {
-				t.Errorf("%s --help: %v\n%s", svc, err, out)
-			}
+			out, err := exec.Command(bin, "--help").CombinedOutput()
+			assert.NoError(t, err, "%s --help\n%s", svc, out)
+			assert.Contains(t, string(out), "Usage", "%s --help", svc)
 		})
 	}
 }
@@ -121,9 +95,7 @@ func TestServiceImages(t *testing.T) {
 func mustDigest(t *testing.T, img v1.Image) v1.Hash {
 	t.Helper()
 	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d
 }
 
@@ -131,24 +103,18 @@ func mustDigest(t *testing.T, img v1.Image) v1.Hash {
 func extract(t *testing.T, img v1.Image) map[string][]byte {
 	t.Helper()
 	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	files := map[string][]byte{}
 	for _, l := range layers {
 		rc, err := l.Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tr := tar.NewReader(rc)
 		for {
 			h, err := tr.Next()
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if h.Typeflag == tar.TypeReg {
 				b, _ := io.ReadAll(tr)
 				files[h.Name] = b
@@ -163,50 +129,23 @@ func extract(t *testing.T, img v1.Image) map[string][]byte {
 // a static binary (no ELF interpreter: it runs on an empty base).
 func writeExec(t *testing.T, dir string, files map[string][]byte, name string) string {
 	t.Helper()
-	data, ok := files[name]
-	if !ok {
-		t.Fatalf("no %s in the image", name)
-	}
+	require.Contains(t, files, name, "no %s in the image", name)
+	data := files[name]
 	f, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	require.NoError(t, err, name)
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Errorf("%s is dynamically linked", name)
-		}
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "%s is dynamically linked", name)
 	}
 	out := filepath.Join(dir, filepath.Base(name))
-	if err := os.WriteFile(out, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(out, data, 0o755))
 	return out
-}
-
-func runfile(t *testing.T, p string) string {
-	t.Helper()
-	if filepath.IsAbs(p) {
-		return p
-	}
-	if root, ws := os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"); root != "" {
-		return filepath.Join(root, ws, p)
-	}
-	return p
 }
 
 func TestRevisionFromWorkspaceStatus(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "tools"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tools"), 0o755))
 	script := "#!/bin/sh\necho STABLE_VERSION 0.1.0\necho STABLE_GIT_COMMIT abc123-dirty\n"
-	if err := os.WriteFile(filepath.Join(dir, "tools", "workspace_status.sh"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := revision(dir); got != "abc123-dirty" {
-		t.Errorf("revision = %q", got)
-	}
-	if got := revision(t.TempDir()); got != "" {
-		t.Errorf("revision without a status command = %q", got)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tools", "workspace_status.sh"), []byte(script), 0o755))
+	assert.Equal(t, "abc123-dirty", revision(dir), "revision")
+	assert.Empty(t, revision(t.TempDir()), "revision without a status command")
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -12,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
+	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // Every service explains each of its flags.
@@ -23,18 +27,13 @@ func TestEveryServiceHasHelp(t *testing.T) {
 		"FNRUNNER_BINARY_RUNNER":     {"-port", "-functions", "-allow-absolute-binary-paths", "-max-request-body-size", "-config-address", "-metrics-address"},
 		"FNRUNNER_CONFIG_RECONCILER": {"-port", "-namespace", "-config-dir", "-default-image-prefix", "-leader-elect", "-kubeconfig", "-metrics-address"},
 	} {
-		out, err := exec.Command(stack.Binary(t, env), "--help").CombinedOutput()
-		if err != nil {
-			t.Errorf("%s --help: %v", env, err)
-		}
+		out, err := exec.Command(harness.Binary(t, env), "--help").CombinedOutput()
+		assert.NoError(t, err, "%s --help", env)
 		for _, f := range flags {
-			if !strings.Contains(string(out), f+" ") && !strings.Contains(string(out), f+"\n") {
-				t.Errorf("%s --help does not explain %s:\n%s", env, f, out)
-			}
+			assert.True(t, strings.Contains(string(out), f+" ") || strings.Contains(string(out), f+"\n"), "%s --help does not explain %s:\n%s", env, f, out)
 		}
-		if bad, err := exec.Command(stack.Binary(t, env), "--no-such-flag").CombinedOutput(); err == nil {
-			t.Errorf("%s accepted an unknown flag:\n%s", env, bad)
-		}
+		bad, err := exec.Command(harness.Binary(t, env), "--no-such-flag").CombinedOutput()
+		assert.Error(t, err, "%s accepted an unknown flag:\n%s", env, bad)
 	}
 }
 
@@ -42,36 +41,24 @@ func TestEveryServiceHasHelp(t *testing.T) {
 // config-reconciler goes away.
 func TestGatewayKeepsLastTable(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
-	if _, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.StopService("config-reconciler", 30*time.Second); err != nil {
-		t.Fatalf("stopping the config-reconciler: %v", err)
-	}
+	_, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.StopService("config-reconciler", 30*time.Second), "stopping the config-reconciler")
 	for i := 0; i < 5; i++ {
-		if _, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute); err != nil {
-			t.Fatalf("call %d without the config-reconciler: %v", i, err)
-		}
+		_, err := call(t, s, "set-namespace:v0.4.5", stack.Input, time.Minute)
+		require.NoError(t, err, "call %d without the config-reconciler", i)
 	}
-	if err := s.WaitServing(context.Background()); err != nil {
-		t.Errorf("gateway not SERVING without the config-reconciler: %v", err)
-	}
+	assert.NoError(t, s.WaitServing(context.Background()), "gateway not SERVING without the config-reconciler")
 }
 
 // A service serves Prometheus metrics on --metrics-address and drains on SIGTERM.
 func TestMetricsAndSIGTERM(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr, err := localstack.FreeAddress()
+	require.NoError(t, err)
 	var out bytes.Buffer
-	cmd := exec.Command(stack.Binary(t, "FNRUNNER_GATEWAY"), "--port=0", "--metrics-address="+addr, "--config-address=127.0.0.1:1", "--binary-runner-address=127.0.0.1:1")
+	cmd := exec.Command(harness.Binary(t, "FNRUNNER_GATEWAY"), "--port=0", "--metrics-address="+addr, "--config-address=127.0.0.1:1", "--binary-runner-address=127.0.0.1:1")
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	var body string
 	for i := 0; i < 250 && !strings.Contains(body, "go_goroutines"); i++ {
 		time.Sleep(20 * time.Millisecond)
@@ -83,18 +70,10 @@ func TestMetricsAndSIGTERM(t *testing.T) {
 		resp.Body.Close()
 		body = string(b)
 	}
-	if !strings.Contains(body, "go_goroutines") {
-		t.Errorf("no Go runtime metrics at /metrics:\n%.500s", body)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("gateway exit after SIGTERM: %v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), `"msg":"stopped"`) {
-		t.Errorf("no drain log:\n%s", out.String())
-	}
+	assert.True(t, strings.Contains(body, "go_goroutines"), "no Go runtime metrics at /metrics:\n%.500s", body)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	assert.NoError(t, cmd.Wait(), "gateway exit after SIGTERM\n%s", out.String())
+	assert.Contains(t, out.String(), `"msg":"stopped"`, "no drain log")
 }
 
 // With mutual TLS between the internal services, calls work end to end;
@@ -103,8 +82,7 @@ func TestMutualTLSBetweenServices(t *testing.T) {
 	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
 	s := stack.Start(t, stack.Options{InternalArgs: certs.Args()})
 	for _, executor := range []string{"set-namespace:v0.4.5", "apply-setters:v0.2.2"} {
-		if _, err := call(t, s, executor, stack.Input, time.Minute); err != nil {
-			t.Errorf("%s with mutual TLS: %v", executor, err)
-		}
+		_, err := call(t, s, executor, stack.Input, time.Minute)
+		assert.NoError(t, err, "%s with mutual TLS", executor)
 	}
 }

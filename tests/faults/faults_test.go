@@ -9,8 +9,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,61 +18,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/ledger"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
+	"github.com/fnrunner/fnrunner/tools/localstack"
 	"github.com/fnrunner/fnrunner/tools/procstat"
 )
-
-// hostile are FunctionConfigs for the test functions (tests/testfns).
-const hostile = `apiVersion: config.porch.kpt.dev/v1alpha1
-kind: FunctionConfig
-metadata:
-  name: hostile
-spec:
-  image: hang
-  prefixes: [example.com/test]
-  binaryExecutor:
-    tags: [v1]
-    path: hang
----
-apiVersion: config.porch.kpt.dev/v1alpha1
-kind: FunctionConfig
-metadata:
-  name: flood
-spec:
-  image: flood
-  prefixes: [example.com/test]
-  binaryExecutor:
-    tags: [v1]
-    path: flood
----
-apiVersion: config.porch.kpt.dev/v1alpha1
-kind: FunctionConfig
-metadata:
-  name: orphan
-spec:
-  image: orphan
-  prefixes: [example.com/test]
-  binaryExecutor:
-    tags: [v1]
-    path: orphan
----
-apiVersion: config.porch.kpt.dev/v1alpha1
-kind: FunctionConfig
-metadata:
-  name: traversal
-spec:
-  image: traversal
-  prefixes: [example.com/test]
-  binaryExecutor:
-    tags: [v1]
-    path: ../../../../bin/sh
-`
 
 func evaluate(s *stack.Stack, image, rl string) ledger.Call {
 	client := s.Client()
@@ -85,31 +43,16 @@ func evaluate(s *stack.Stack, image, rl string) ledger.Call {
 func pid(t *testing.T, s *stack.Stack, service string) int {
 	t.Helper()
 	p, err := s.Pid(service)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return p
 }
 
-// waitFor polls cond (bounded: a hang fails the test, it does not time it).
-func waitFor(t *testing.T, what string, cond func() bool) {
+// hostile reads the FunctionConfigs of the test functions (tests/testfns).
+func hostile(t *testing.T) string {
 	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 1500 {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	data, err := os.ReadFile("testdata/hostile.yaml")
+	require.NoError(t, err)
+	return string(data)
 }
 
 // goroutines reads go_goroutines from a service's Prometheus endpoint.
@@ -135,21 +78,17 @@ func goroutines(metrics string) (int, error) {
 // 1,000 calls at once through the gateway: all answered, and the gateway's
 // goroutines, open files and memory come back down afterwards.
 func TestThousandConcurrentCalls(t *testing.T) {
-	metrics := freeAddress(t)
+	metrics, err := localstack.FreeAddress()
+	require.NoError(t, err)
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--metrics-address=" + metrics}})
 	gw := pid(t, s, "gateway")
 	// Warm up (connections, caches), then take the baseline.
-	if r := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, evaluate(s, "set-namespace:v0.4.5", stack.Input)); r.OK != 10 {
-		t.Fatalf("warm-up: %v", r)
-	}
+	warm := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
+	require.Equal(t, 10, warm.OK, "warm-up: %v", warm)
 	baseFiles, err := procstat.OpenFiles(gw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	baseGoroutines, err := goroutines(metrics)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	var peakGoroutines atomic.Int64
 	stop := make(chan struct{})
@@ -172,31 +111,23 @@ func TestThousandConcurrentCalls(t *testing.T) {
 	close(stop)
 	<-sampled
 	ledger.Check(t, "1000 concurrent", r)
-	if r.OK != 1000 {
-		t.Errorf("%d of 1000 calls OK", r.OK)
-	}
+	assert.Equal(t, 1000, r.OK, "calls OK of 1000")
 
 	peakRSS, err := procstat.PeakRSS(gw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("gateway: goroutines %d at rest, %d at peak; peak RSS %d MiB; %d open files at rest",
 		baseGoroutines, peakGoroutines.Load(), peakRSS>>20, baseFiles)
 	// A few goroutines per call in flight at most, and nothing left behind.
-	if p := peakGoroutines.Load(); p > int64(baseGoroutines+5*1000) {
-		t.Errorf("gateway peaked at %d goroutines for 1000 calls (baseline %d)", p, baseGoroutines)
-	}
-	if peakRSS > 512<<20 {
-		t.Errorf("gateway peak RSS %d MiB for 1000 small calls", peakRSS>>20)
-	}
-	waitFor(t, "gateway goroutines back to baseline", func() bool {
+	assert.LessOrEqual(t, peakGoroutines.Load(), int64(baseGoroutines+5*1000), "gateway peak goroutines for 1000 calls (baseline %d)", baseGoroutines)
+	assert.LessOrEqual(t, peakRSS, int64(512<<20), "gateway peak RSS %d MiB for 1000 small calls", peakRSS>>20)
+	require.Eventually(t, func() bool {
 		n, err := goroutines(metrics)
 		return err == nil && n <= baseGoroutines+20
-	})
-	waitFor(t, "gateway open files back to baseline", func() bool {
+	}, harness.Wait, 20*time.Millisecond, "gave up waiting for gateway goroutines back to baseline")
+	require.Eventually(t, func() bool {
 		n, err := procstat.OpenFiles(gw)
 		return err == nil && n <= baseFiles+5
-	})
+	}, harness.Wait, 20*time.Millisecond, "gave up waiting for gateway open files back to baseline")
 }
 
 // The binary-runner is killed with calls in flight and started again: calls
@@ -207,25 +138,17 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	const calls, concurrency = 400, 8
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
 		evaluate(s, "set-namespace:v0.4.5", stack.Input))
-	waitFor(t, "a quarter of the calls answered", func() bool { return run.Answered() >= calls/4 })
-	if err := s.Kill("binary-runner"); err != nil {
-		t.Fatal(err)
-	}
+	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
+	require.NoError(t, s.Kill("binary-runner"))
 	// Calls keep arriving at the gateway while the runner is down.
 	time.Sleep(300 * time.Millisecond)
-	if err := s.Restart("binary-runner"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Restart("binary-runner"))
 	r := run.Wait()
 	ledger.Check(t, "binary-runner killed", r, codes.Unavailable)
-	if n := r.Codes[codes.Unavailable]; n > concurrency {
-		t.Errorf("%d calls Unavailable; at most the %d in flight when the runner died may fail", n, concurrency)
-	}
-	if r.OK < calls-concurrency {
-		t.Errorf("only %d of %d calls OK", r.OK, calls)
-	}
-	if err := r.Errors[codes.Unavailable]; err != nil && !strings.Contains(err.Error(), "not repeated") {
-		t.Errorf("Unavailable does not say the call was not repeated: %v", err)
+	assert.LessOrEqual(t, r.Codes[codes.Unavailable], concurrency, "calls Unavailable; at most the %d in flight when the runner died may fail", concurrency)
+	assert.GreaterOrEqual(t, r.OK, calls-concurrency, "calls OK of %d", calls)
+	if err := r.Errors[codes.Unavailable]; err != nil {
+		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
 	}
 }
 
@@ -234,43 +157,31 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
 	for _, svc := range []string{"config-reconciler", "gateway"} {
-		if err := s.Kill(svc); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Kill(svc))
 	}
-	if err := s.Restart("gateway"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Restart("gateway"))
 	// The gateway answers but is not ready, and says why.
 	client := s.Client()
-	waitFor(t, "the gateway to answer", func() bool {
+	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(stack.Input)})
 		return strings.Contains(status.Convert(err).Message(), "executor table")
-	})
+	}, harness.Wait, 20*time.Millisecond, "gave up waiting for the gateway to answer")
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4, Deadline: 10 * time.Second},
 		evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "no config-reconciler", r, codes.Unavailable)
-	if r.OK != 0 {
-		t.Errorf("%d calls OK without an executor table", r.OK)
-	}
-	if err := r.Errors[codes.Unavailable]; err != nil && !strings.Contains(err.Error(), "config-reconciler") {
-		t.Errorf("Unavailable does not point at the config-reconciler: %v", err)
+	assert.Zero(t, r.OK, "calls OK without an executor table")
+	if err := r.Errors[codes.Unavailable]; err != nil {
+		assert.ErrorContains(t, err, "config-reconciler", "Unavailable does not point at the config-reconciler")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := s.WaitServing(ctx); err == nil {
-		t.Error("gateway SERVING without an executor table")
-	}
-	if err := s.Restart("config-reconciler"); err != nil {
-		t.Fatal(err)
-	}
+	assert.Error(t, s.WaitServing(ctx), "gateway SERVING without an executor table")
+	require.NoError(t, s.Restart("config-reconciler"))
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := s.WaitServing(ctx); err != nil {
-		t.Fatalf("gateway not SERVING once the config-reconciler is up: %v", err)
-	}
+	require.NoError(t, s.WaitServing(ctx), "gateway not SERVING once the config-reconciler is up")
 	r = ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "config-reconciler back", r)
 }
@@ -280,11 +191,9 @@ func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 // message limit, one that leaves children behind loses them; ordinary calls
 // are unaffected and the runner's memory stays bounded.
 func TestHostileFunctions(t *testing.T) {
-	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile}})
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	runner := pid(t, s, "binary-runner")
-	if err := procstat.ResetPeak(runner); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, procstat.ResetPeak(runner))
 	images := []string{"example.com/test/hang:v1", "example.com/test/flood:v1", "example.com/test/orphan:v1", "set-namespace:v0.4.5"}
 	want := []codes.Code{codes.DeadlineExceeded, codes.ResourceExhausted, codes.OK, codes.OK}
 	got := make([]atomic.Int32, len(images))
@@ -300,31 +209,23 @@ func TestHostileFunctions(t *testing.T) {
 		})
 	ledger.Check(t, "hostile functions", r, codes.DeadlineExceeded, codes.ResourceExhausted)
 	for k, image := range images {
-		if n := got[k].Load(); n != 10 {
-			t.Errorf("%s: %d of 10 calls answered %v", image, n, want[k])
-		}
+		assert.Equal(t, int32(10), got[k].Load(), "%s: calls of 10 answered %v", image, want[k])
 	}
 	peak, err := procstat.PeakRSS(runner)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("binary-runner peak RSS %d MiB with 1 GiB floods", peak>>20)
-	if peak > 256<<20 {
-		t.Errorf("binary-runner peak RSS %d MiB: a flooding function's output is not capped", peak>>20)
-	}
+	assert.LessOrEqual(t, peak, int64(256<<20), "binary-runner peak RSS %d MiB: a flooding function's output is not capped", peak>>20)
 	for _, fn := range []string{"hang", "orphan"} {
 		exe, err := filepath.EvalSymlinks(filepath.Join(s.FunctionsDir, fn))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, fn+"'s processes gone", func() bool { return len(procstat.Running(exe)) == 0 })
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return len(procstat.Running(exe)) == 0 }, harness.Wait, 20*time.Millisecond, "gave up waiting for %s", fn+"'s processes gone")
 	}
 }
 
 // Bad requests and a bad FunctionConfig each get a clear error, and the
 // gateway keeps serving.
 func TestBadInputs(t *testing.T) {
-	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile}})
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	big := stack.Input + "# " + strings.Repeat("x", 7<<20) + "\n"
 	for _, tc := range []struct {
 		name, image, rl string
@@ -348,14 +249,10 @@ func TestBadInputs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ledger.Run(context.Background(), ledger.Options{Calls: 3, Concurrency: 3}, evaluate(s, tc.image, tc.rl))
 			ledger.Check(t, tc.name, r, tc.want)
-			if r.Codes[tc.want] != 3 {
-				t.Errorf("want %v for every call", tc.want)
-			}
+			assert.Equal(t, 3, r.Codes[tc.want], "want %v for every call", tc.want)
 		})
 	}
-	if !strings.Contains(s.Logs(), "spec.binaryExecutor.path") {
-		t.Errorf("the config-reconciler does not say why it refused the traversal FunctionConfig:\n%s", s.Logs())
-	}
+	assert.Contains(t, s.Logs(), "spec.binaryExecutor.path", "the config-reconciler does not say why it refused the traversal FunctionConfig")
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 5}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
 	ledger.Check(t, "after bad inputs", r)
 }
@@ -371,32 +268,21 @@ func TestLargeResourceListMemory(t *testing.T) {
 	limit := "--max-request-body-size=" + strconv.Itoa(96<<20)
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{limit, "--disable-runtimes=go,pod"}, BinaryRunnerArgs: []string{limit}})
 	// A small call first, so that connections and tables are in place.
-	if err := evaluate(s, "set-namespace:v0.4.5", stack.Input)(context.Background(), 0); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, evaluate(s, "set-namespace:v0.4.5", stack.Input)(context.Background(), 0))
 	pids := map[string]int{"gateway": pid(t, s, "gateway"), "binary-runner": pid(t, s, "binary-runner")}
 	read, err := procstat.Peaks(pids)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	resp, err := s.Client().EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(resp.GetResourceList()); n < len(data) || !strings.Contains(string(resp.GetResourceList()[:4096]), "namespace: bench") {
-		t.Fatalf("output of %d bytes does not look like the namespaced input", n)
-	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(resp.GetResourceList()), len(data), "output bytes, want at least the input's")
+	require.Contains(t, string(resp.GetResourceList()[:4096]), "namespace: bench", "output does not look like the namespaced input")
 	got := read()
 	for name := range pids {
 		peak, ok := got[name]
-		if !ok {
-			t.Fatalf("%s: peak RSS not readable", name)
-		}
+		require.True(t, ok, "%s: peak RSS not readable", name)
 		t.Logf("%s peak RSS %d MiB for a %d MiB input (%.2f×)", name, peak>>20, len(data)>>20, float64(peak)/float64(len(data)))
-		if peak >= 3*int64(len(data)) {
-			t.Errorf("%s peaked at %d MiB, not under 3× the %d MiB input", name, peak>>20, len(data)>>20)
-		}
+		assert.Less(t, peak, 3*int64(len(data)), "%s peaked at %d MiB, not under 3× the %d MiB input", name, peak>>20, len(data)>>20)
 	}
 }

@@ -7,6 +7,7 @@ file, so gazelle keeps generating them:
 """
 
 load("@io_bazel_rules_go//go:def.bzl", "go_test")
+load("//tools/bzl:testenv.bzl", "ENVTEST")
 
 def kube_go_test(name, data = [], env = {}, tags = [], **kwargs):
     """go_test with @envtest's kube-apiserver and etcd.
@@ -18,17 +19,11 @@ def kube_go_test(name, data = [], env = {}, tags = [], **kwargs):
       tags: more tags.
       **kwargs: passed to go_test.
     """
-    assets = {
-        "TEST_ASSET_ETCD": "$(rootpath @envtest//:bin/etcd)",
-        "TEST_ASSET_KUBE_APISERVER": "$(rootpath @envtest//:bin/kube-apiserver)",
-    }
+    assets = {k: "$(rootpath %s)" % label for k, label in ENVTEST.items()}
     assets.update(env)
     go_test(
         name = name,
-        data = data + [
-            "@envtest//:bin/etcd",
-            "@envtest//:bin/kube-apiserver",
-        ],
+        data = data + sorted(ENVTEST.values()),
         env = assets,
         # Each test starts its own apiserver and etcd: two at a time on two cores.
         tags = tags + ["cpu:2"],

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -21,19 +23,13 @@ func TestPodOnRealAPIServer(t *testing.T) {
 	defer cancel()
 
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v, err := dc.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("kube-apiserver %s (%s)", v.GitVersion, v.GoVersion)
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "porch-fn-system"}}
-	if err := env.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, env.Client.Create(ctx, ns))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "set-namespace-1", Namespace: ns.Name},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
@@ -41,25 +37,17 @@ func TestPodOnRealAPIServer(t *testing.T) {
 			Image: "ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5",
 		}}},
 	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatalf("create pod: %v", err)
-	}
+	require.NoError(t, env.Client.Create(ctx, pod), "create pod")
 
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.PodIP = "127.0.0.2"
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatalf("update pod status: %v", err)
-	}
+	require.NoError(t, env.Client.Status().Update(ctx, pod), "update pod status")
 
 	var got corev1.Pod
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != corev1.PodRunning || got.Status.PodIP != "127.0.0.2" {
-		t.Errorf("status not stored: phase=%s podIP=%s", got.Status.Phase, got.Status.PodIP)
-	}
-	if got.Spec.Containers[0].Name != "function" || got.UID == "" {
-		t.Errorf("unexpected pod: %+v", got.ObjectMeta)
-	}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &got))
+	assert.Equal(t, corev1.PodRunning, got.Status.Phase, "status not stored: phase")
+	assert.Equal(t, "127.0.0.2", got.Status.PodIP, "status not stored: podIP")
+	assert.Equal(t, "function", got.Spec.Containers[0].Name, "container name")
+	assert.NotEmpty(t, got.UID, "unexpected pod: %+v", got.ObjectMeta)
 }

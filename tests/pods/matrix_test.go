@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 	"github.com/fnrunner/fnrunner/tools/bench/report"
@@ -101,7 +103,7 @@ func BenchmarkMatrix(b *testing.B) {
 
 	// The floor: the function binary, exec'd directly.
 	for _, fn := range benchFunctions {
-		bin := stack.Binary(b, fn.env)
+		bin := harness.Binary(b, fn.env)
 		for _, in := range benchInputs {
 			data := inputs[fn.name][in.name]
 			for _, c := range benchConcurrency {
@@ -143,11 +145,16 @@ func BenchmarkMatrix(b *testing.B) {
 
 	// pod warm and pod cold: envtest, the test kubelet, images in a registry.
 	f := start(b)
-	pids := map[string]int{"gateway": f.gatewayLog.pid, "pod-manager": f.podManagerLog.pid}
+	pids := map[string]int{}
+	for _, svc := range []string{"gateway", "pod-manager"} {
+		if pids[svc], _ = f.stack.Pid(svc); pids[svc] == 0 {
+			b.Fatalf("no pid for %s", svc)
+		}
+	}
 	client := f.gateway
 	for _, fn := range benchFunctions {
 		warmImage := f.host + "/fns/bench-" + fn.name + ":warm"
-		push(b, f.registry, warmImage, fn.entrypoint)
+		f.registry.Push(b, warmImage, v1.Config{Entrypoint: []string{fn.entrypoint}})
 		for _, in := range benchInputs {
 			data := inputs[fn.name][in.name]
 			for _, c := range benchConcurrency {
@@ -163,7 +170,7 @@ func BenchmarkMatrix(b *testing.B) {
 				images := make(chan string, n)
 				for i := 0; i < n; i++ {
 					image := fmt.Sprintf("%s/fns/bench-%s:cold-%d-%d", f.host, fn.name, in.size, c*1000+i)
-					push(b, f.registry, image, fn.entrypoint)
+					f.registry.Push(b, image, v1.Config{Entrypoint: []string{fn.entrypoint}})
 					images <- image
 				}
 				read = peaks(b, pids)
@@ -253,7 +260,7 @@ func BenchmarkMemory(b *testing.B) {
 	// The function on its own: what the go executor takes into the
 	// binary-runner's process, and the binary executor leaves in the
 	// function's.
-	cmd := exec.Command(stack.Binary(b, "FNRUNNER_SET_NAMESPACE"))
+	cmd := exec.Command(harness.Binary(b, "FNRUNNER_SET_NAMESPACE"))
 	cmd.Stdin, cmd.Stdout = bytes.NewReader(data), io.Discard
 	if err := cmd.Run(); err != nil {
 		b.Fatalf("set-namespace on its own: %v", err)

@@ -6,18 +6,11 @@ Packages whose tests use tests/stack map go_test onto it in their BUILD file:
 """
 
 load("@io_bazel_rules_go//go:def.bzl", "go_test")
-load("//tools/bzl:binaries.bzl", "FUNCTIONS", "SERVICES")
+load("//tools/bzl:testenv.bzl", "test_env")
 
-# Function binaries in the binary-runner's functions directory, by name.
-# The test functions come on top of the catalog's.
-_FUNCTIONS = dict(FUNCTIONS, **{
-    "crash": "//tests/testfns/crash",
-    "flood": "//tests/testfns/flood",
-    "hang": "//tests/testfns/hang",
-    "orphan": "//tests/testfns/orphan",
-})
-
-_SERVICES = {"FNRUNNER_" + name.upper().replace("-", "_"): label for name, label in SERVICES.items()}
+# The service binaries, the catalog's and the test functions, and the local
+# FunctionConfigs.
+_ENV = test_env(test_functions = True)
 
 def stack_go_test(name, data = [], env = {}, **kwargs):
     """go_test with the service binaries, function binaries and local FunctionConfigs.
@@ -28,13 +21,11 @@ def stack_go_test(name, data = [], env = {}, **kwargs):
       env: more environment variables.
       **kwargs: passed to go_test.
     """
-    stack_env = {k: "$(rootpath %s)" % v for k, v in _SERVICES.items()}
-    stack_env["FNRUNNER_FUNCTIONS"] = " ".join(["%s=$(rootpath %s)" % (fn, label) for fn, label in _FUNCTIONS.items()])
-    stack_env["FNRUNNER_LOCAL_CONFIGS"] = "$(rootpaths //deploy/local/functionconfigs)"
+    stack_env = dict(_ENV.env)
     stack_env.update(env)
     go_test(
         name = name,
-        data = data + _SERVICES.values() + _FUNCTIONS.values() + ["//deploy/local/functionconfigs"],
+        data = data + _ENV.data,
         env = stack_env,
         **kwargs
     )

@@ -3,8 +3,8 @@
 // a binary-runner with a functions directory, and a gateway in front. Every
 // process gets SIGTERM at the end of the test and must exit cleanly.
 //
-// The binaries come from Bazel runfiles (see defs.bzl: stack_go_test), named
-// by environment variables:
+// The binaries come from Bazel runfiles (see defs.bzl: stack_go_test, and
+// tools/bzl/testenv.bzl), named by environment variables (harness.Binary):
 //
 //	FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER, FNRUNNER_CONFIG_RECONCILER
 //	FNRUNNER_FUNCTIONS          space-separated name=path of function binaries
@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
@@ -72,35 +73,32 @@ type Stack struct {
 	conn         *grpc.ClientConn
 }
 
-// Path resolves a runfiles path from an environment variable to an absolute path.
-func Path(t testing.TB, p string) string {
+// Binaries are the gateway, binary-runner and config-reconciler named by
+// FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER and FNRUNNER_CONFIG_RECONCILER.
+func Binaries(t testing.TB) localstack.Binaries {
 	t.Helper()
-	if p == "" || filepath.IsAbs(p) {
-		return p
+	return localstack.Binaries{
+		Gateway:          harness.Binary(t, "FNRUNNER_GATEWAY"),
+		BinaryRunner:     harness.Binary(t, "FNRUNNER_BINARY_RUNNER"),
+		ConfigReconciler: harness.Binary(t, "FNRUNNER_CONFIG_RECONCILER"),
 	}
-	root := os.Getenv("TEST_SRCDIR")
-	if ws := os.Getenv("TEST_WORKSPACE"); root != "" && ws != "" {
-		return filepath.Join(root, ws, p)
-	}
-	abs, err := filepath.Abs(p)
+}
+
+// Run starts cfg's services (localstack.Start) without waiting for them to
+// be ready, and stops them when the test ends: each must exit cleanly on
+// SIGTERM.
+func Run(t testing.TB, cfg localstack.Config) *localstack.Stack {
+	t.Helper()
+	ls, err := localstack.Start(cfg)
+	t.Cleanup(func() {
+		if err := ls.Stop(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return abs
-}
-
-// Binary returns the absolute path named by an environment variable, failing
-// the test (never skipping it) when it is not there.
-func Binary(t testing.TB, env string) string {
-	t.Helper()
-	p := Path(t, os.Getenv(env))
-	if p == "" {
-		t.Fatalf("%s is not set: run this test with tools/bazel test", env)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%s: %v", env, err)
-	}
-	return p
+	return ls
 }
 
 // Start runs the stack and waits until the gateway is SERVING.
@@ -109,7 +107,7 @@ func Start(t testing.TB, opts Options) *Stack {
 	configDir, functionsDir := t.TempDir(), t.TempDir()
 	if !opts.NoLocalConfigs {
 		for _, f := range strings.Fields(os.Getenv("FNRUNNER_LOCAL_CONFIGS")) {
-			data, err := os.ReadFile(Path(t, f))
+			data, err := os.ReadFile(harness.Runfile(t, f))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +123,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		if !ok {
 			t.Fatalf("FNRUNNER_FUNCTIONS entry %q is not name=path", kv)
 		}
-		functions[name] = Path(t, path)
+		functions[name] = harness.Runfile(t, path)
 	}
 	for name, path := range opts.Functions {
 		functions[name] = path
@@ -136,12 +134,8 @@ func Start(t testing.TB, opts Options) *Stack {
 		}
 	}
 
-	ls, err := localstack.Start(localstack.Config{
-		Binaries: localstack.Binaries{
-			Gateway:          Binary(t, "FNRUNNER_GATEWAY"),
-			BinaryRunner:     Binary(t, "FNRUNNER_BINARY_RUNNER"),
-			ConfigReconciler: Binary(t, "FNRUNNER_CONFIG_RECONCILER"),
-		},
+	ls := Run(t, localstack.Config{
+		Binaries:         Binaries(t),
 		ConfigDir:        configDir,
 		FunctionsDir:     functionsDir,
 		GatewayArgs:      opts.GatewayArgs,
@@ -149,22 +143,13 @@ func Start(t testing.TB, opts Options) *Stack {
 		InternalArgs:     opts.InternalArgs,
 	})
 	s := &Stack{Stack: ls, ConfigDir: configDir, FunctionsDir: functionsDir}
-	t.Cleanup(func() {
-		if s.conn != nil {
-			s.conn.Close()
-		}
-		if err := ls.Stop(30 * time.Second); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	s.conn, err = grpc.NewClient(s.GatewayAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := ls.WaitServing(ctx); err != nil {

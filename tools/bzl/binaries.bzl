@@ -1,10 +1,18 @@
-"""The binaries the local stack runs: services and catalog functions, by name.
-Used by tests/stack (the e2e harness) and tools/local (the run command)."""
+"""The binaries fnrunner runs: services and functions, by name.
+Used by tools/local (the run command) and tools/bzl/testenv.bzl (the
+environment of the tests and the bench)."""
 
+# The local stack's services (tools/local): each is a --<name>-binary flag.
 SERVICES = {
     "binary-runner": "//services/binary-runner",
     "config-reconciler": "//services/config-reconciler",
     "gateway": "//services/gateway",
+}
+
+# The pod executor's services, on top of SERVICES.
+POD_SERVICES = {
+    "pod-manager": "//services/pod-manager",
+    "wrapper-server": "//services/wrapper-server",
 }
 
 # Function binaries of the binary-runner's functions directory, by file name.
@@ -13,4 +21,12 @@ FUNCTIONS = {
     "apply-setters": "//services/binary-runner/functions/apply-setters",
     "set-namespace": "//services/binary-runner/functions:set-namespace",
     "starlark": "//services/binary-runner/functions:starlark",
+}
+
+# Hostile test functions (tests/testfns), on top of FUNCTIONS.
+TEST_FUNCTIONS = {
+    "crash": "//tests/testfns/crash",
+    "flood": "//tests/testfns/flood",
+    "hang": "//tests/testfns/hang",
+    "orphan": "//tests/testfns/orphan",
 }

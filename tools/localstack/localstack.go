@@ -1,8 +1,10 @@
-// Package localstack runs fnrunner's three core services as processes on
-// loopback: a config-reconciler reading FunctionConfig files, a
-// binary-runner with a functions directory, and a gateway in front. It backs
-// the README's run command (tools/local) and the end-to-end tests
-// (tests/stack).
+// Package localstack runs fnrunner's services as processes on loopback: a
+// config-reconciler (reading FunctionConfig files, or a cluster), a
+// binary-runner with a functions directory, a pod-manager, and a gateway in
+// front of them. It backs the README's run command (tools/local), the bench
+// (tools/bench) and the tests that run the real binaries (tests/stack,
+// tests/pods). Any service can be stopped, killed, restarted with other
+// flags, or started again as another replica.
 package localstack
 
 import (
@@ -11,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,15 +28,21 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// Binaries are the service executables.
+// Binaries are the service executables. Gateway and ConfigReconciler are
+// always run; BinaryRunner and PodManager when set. WrapperServer is not
+// run by Start: it runs inside function pods (tests/kubelet starts one per
+// pod, with the pod's args); it is here so that one Binaries names them all.
 type Binaries struct {
 	Gateway, BinaryRunner, ConfigReconciler string
+	PodManager, WrapperServer               string
 }
 
 // Config says what to run.
 type Config struct {
 	Binaries Binaries
 	// ConfigDir holds the FunctionConfig files (the reconciler's --config-dir).
+	// Empty: none is given, and ConfigReconcilerArgs say where the
+	// FunctionConfigs come from (e.g. --kubeconfig).
 	ConfigDir string
 	// FunctionsDir holds the function binaries (the binary-runner's --functions).
 	FunctionsDir string
@@ -42,76 +52,187 @@ type Config struct {
 	LogLevel string
 	// Output, if set, also gets every service's log lines, prefixed by its name.
 	Output io.Writer
-	// GatewayArgs and BinaryRunnerArgs are added to those services' flags.
-	GatewayArgs, BinaryRunnerArgs []string
-	// InternalArgs are added to all three (e.g. the --tls-* flags).
+	// GatewayArgs, BinaryRunnerArgs, ConfigReconcilerArgs and PodManagerArgs
+	// are added to those services' flags.
+	GatewayArgs, BinaryRunnerArgs, ConfigReconcilerArgs, PodManagerArgs []string
+	// InternalArgs are added to every service started by Start (e.g. the
+	// --tls-* flags).
 	InternalArgs []string
 }
+
+// NoBinaryRunner is the gateway's --binary-runner-address when no
+// binary-runner runs: nothing listens on port 1.
+const NoBinaryRunner = "127.0.0.1:1"
 
 // Stack is the running services.
 type Stack struct {
 	// GatewayAddress is the gateway's host:port.
 	GatewayAddress string
-	procs          []*process
+	// ConfigAddress is the config-reconciler's host:port.
+	ConfigAddress string
+	// PodManagerAddress is the pod-manager's host:port, if one runs.
+	PodManagerAddress string
+	cfg               Config
+	procs             []*process
 }
 
 type process struct {
 	name string
 	bin  string
-	args []string
-	cmd  *exec.Cmd
-	out  *logBuffer
+	// fixed are the flags localstack gives (port, addresses, log level);
+	// args are the caller's. Restart keeps both; Replace changes args.
+	fixed, args []string
+	// address is where it serves gRPC health, if it does.
+	address string
+	cmd     *exec.Cmd
+	out     *logBuffer
 	// killed: stopped by Kill, so a non-zero exit is expected.
 	killed bool
 	done   chan error
 }
 
-// Start starts the services. Call Stop (also after an error) to end them.
+// FreeAddress returns a loopback host:port that nothing listens on now, for
+// a service started next. It is picked below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so that no process's outgoing connection
+// can take the port before the service binds it, as a port the kernel hands
+// out for ":0" can be; when the range leaves no room, the kernel picks.
+func FreeAddress() (string, error) {
+	low := ephemeralStart()
+	for range 100 {
+		if low <= 10000 {
+			break
+		}
+		port := 10000 + rand.IntN(low-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken: try another
+		}
+		l.Close()
+		return l.Addr().String(), nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range (0 when
+// it cannot be read).
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(fields[0])
+	return n
+}
+
+// portOf is the port of a host:port, for --port flags.
+func portOf(address string) string {
+	_, port, _ := net.SplitHostPort(address)
+	return port
+}
+
+// Start starts the services and returns without waiting for them to be
+// ready (see WaitServing). Call Stop (also after an error) to end them.
 func Start(cfg Config) (*Stack, error) {
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "WARN"
 	}
-	configPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	runnerPort, err := freePort()
-	if err != nil {
-		return nil, err
+	s := &Stack{cfg: cfg}
+	var err error
+	if s.ConfigAddress, err = FreeAddress(); err != nil {
+		return s, err
 	}
 	if cfg.GatewayPort == 0 {
-		if cfg.GatewayPort, err = freePort(); err != nil {
-			return nil, err
+		if s.GatewayAddress, err = FreeAddress(); err != nil {
+			return s, err
 		}
+	} else {
+		s.GatewayAddress = net.JoinHostPort("127.0.0.1", fmt.Sprint(cfg.GatewayPort))
 	}
-	loop := func(p int) string { return "127.0.0.1:" + strconv.Itoa(p) }
-	s := &Stack{GatewayAddress: loop(cfg.GatewayPort)}
-	common := append([]string{"--metrics-address=", "--log-level=" + cfg.LogLevel}, cfg.InternalArgs...)
-	steps := []struct {
-		name, bin string
-		args      []string
-	}{
-		{"config-reconciler", cfg.Binaries.ConfigReconciler, append([]string{
-			"--config-dir=" + cfg.ConfigDir, "--port=" + strconv.Itoa(configPort)}, common...)},
-		{"binary-runner", cfg.Binaries.BinaryRunner, append(append([]string{
-			"--functions=" + cfg.FunctionsDir, "--port=" + strconv.Itoa(runnerPort),
-			"--config-address=" + loop(configPort)}, common...), cfg.BinaryRunnerArgs...)},
-		{"gateway", cfg.Binaries.Gateway, append(append([]string{
-			"--port=" + strconv.Itoa(cfg.GatewayPort), "--health-interval=100ms",
-			"--config-address=" + loop(configPort), "--binary-runner-address=" + loop(runnerPort)}, common...), cfg.GatewayArgs...)},
+	reconciler := []string{"--port=" + portOf(s.ConfigAddress)}
+	if cfg.ConfigDir != "" {
+		reconciler = append([]string{"--config-dir=" + cfg.ConfigDir}, reconciler...)
 	}
-	for _, st := range steps {
-		if err := s.start(st.name, st.bin, cfg.Output, st.args...); err != nil {
+	if err := s.start("config-reconciler", cfg.Binaries.ConfigReconciler, s.ConfigAddress,
+		s.common(reconciler...), append(append([]string(nil), cfg.InternalArgs...), cfg.ConfigReconcilerArgs...)); err != nil {
+		return s, err
+	}
+	runnerAddress := NoBinaryRunner
+	if cfg.Binaries.BinaryRunner != "" {
+		if runnerAddress, err = FreeAddress(); err != nil {
+			return s, err
+		}
+		if err := s.start("binary-runner", cfg.Binaries.BinaryRunner, runnerAddress,
+			s.common("--functions="+cfg.FunctionsDir, "--port="+portOf(runnerAddress), "--config-address="+s.ConfigAddress),
+			append(append([]string(nil), cfg.InternalArgs...), cfg.BinaryRunnerArgs...)); err != nil {
 			return s, err
 		}
 	}
-	return s, nil
+	var gateway []string
+	if cfg.Binaries.PodManager != "" {
+		if s.PodManagerAddress, err = s.StartPodManager("pod-manager", append(append([]string(nil), cfg.InternalArgs...), cfg.PodManagerArgs...)...); err != nil {
+			return s, err
+		}
+		gateway = append(gateway, "--pod-manager-address="+s.PodManagerAddress)
+	}
+	return s, s.start("gateway", cfg.Binaries.Gateway, s.GatewayAddress,
+		s.common(append([]string{"--port=" + portOf(s.GatewayAddress), "--health-interval=100ms",
+			"--config-address=" + s.ConfigAddress, "--binary-runner-address=" + runnerAddress}, gateway...)...),
+		append(append([]string(nil), cfg.InternalArgs...), cfg.GatewayArgs...))
+}
+
+// common adds the flags every service gets to flags.
+func (s *Stack) common(flags ...string) []string {
+	return append(flags, "--metrics-address=", "--log-level="+s.cfg.LogLevel)
+}
+
+// StartPodManager starts a pod-manager named name (e.g. "pod-manager-1",
+// another replica) on a free port, reading the config-reconciler, with args
+// (the caller's: --kubeconfig, --owner, ...) added, and returns its
+// address. It does not wait for it to be ready (see WaitHealthy).
+func (s *Stack) StartPodManager(name string, args ...string) (string, error) {
+	address, err := FreeAddress()
+	if err != nil {
+		return "", err
+	}
+	return address, s.start(name, s.cfg.Binaries.PodManager, address,
+		s.common("--port="+portOf(address), "--config-address="+s.ConfigAddress), args)
+}
+
+// StartGateway starts another gateway named name on a free port, reading
+// the config-reconciler, in front of the given pod-manager replicas (and no
+// binary-runner), with args added, and returns its address. It does not
+// wait for it to be ready (see WaitHealthy).
+func (s *Stack) StartGateway(name string, podManagers []string, args ...string) (string, error) {
+	address, err := FreeAddress()
+	if err != nil {
+		return "", err
+	}
+	return address, s.start(name, s.cfg.Binaries.Gateway, address,
+		s.common("--port="+portOf(address), "--health-interval=100ms", "--config-address="+s.ConfigAddress,
+			"--binary-runner-address="+NoBinaryRunner, "--pod-manager-address="+strings.Join(podManagers, ",")), args)
 }
 
 // WaitServing waits until the gateway's health says SERVING, a service
 // exits, or ctx ends.
-func (s *Stack) WaitServing(ctx context.Context) error {
-	conn, err := grpc.NewClient(s.GatewayAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func (s *Stack) WaitServing(ctx context.Context) error { return s.WaitHealthy(ctx, "gateway") }
+
+// WaitHealthy waits until the health of the service named name says
+// SERVING, a service exits, or ctx ends.
+func (s *Stack) WaitHealthy(ctx context.Context, name string) error {
+	p, err := s.find(name)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(p.address, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
@@ -134,7 +255,7 @@ func (s *Stack) WaitServing(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("gateway not SERVING (last: %v, %v): %w", resp.GetStatus(), err, ctx.Err())
+			return fmt.Errorf("%s not SERVING (last: %v, %v): %w", name, resp.GetStatus(), err, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -149,24 +270,41 @@ func (s *Stack) Logs() string {
 	return b.String()
 }
 
-// StopService sends SIGTERM to one service ("gateway", "binary-runner" or
-// "config-reconciler") and waits for it to exit.
+// Log returns one service's output (of every run, if it was restarted).
+func (s *Stack) Log(name string) string {
+	p, err := s.find(name)
+	if err != nil {
+		return err.Error()
+	}
+	return p.out.String()
+}
+
+// StopService sends SIGTERM to one service (e.g. "gateway", "binary-runner"
+// or "config-reconciler") and waits for it to exit; a non-zero exit is an
+// error. The service is no longer part of the stack.
 func (s *Stack) StopService(name string, timeout time.Duration) error {
 	for i, p := range s.procs {
 		if p.name != name {
 			continue
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		s.procs = append(s.procs[:i:i], s.procs[i+1:]...)
-		select {
-		case err := <-p.done:
-			return err
-		case <-time.After(timeout):
-			_ = p.cmd.Process.Kill()
-			return fmt.Errorf("%s did not stop within %v of SIGTERM", name, timeout)
-		}
+		return p.terminate(timeout)
 	}
 	return fmt.Errorf("no service %q", name)
+}
+
+// Replace stops one service as StopService does, then starts it again with
+// the same port and addresses but with args in place of the caller's flags
+// it had.
+func (s *Stack) Replace(name string, timeout time.Duration, args ...string) error {
+	p, err := s.find(name)
+	if err != nil {
+		return err
+	}
+	if err := s.StopService(name, timeout); err != nil {
+		return err
+	}
+	return s.startWith(p.name, p.bin, p.address, p.out, p.fixed, args)
 }
 
 // Kill sends SIGKILL to one service, as a crash or an OOM kill would, and
@@ -197,7 +335,7 @@ func (s *Stack) Restart(name string) error {
 			return fmt.Errorf("%s is still running", name)
 		}
 		s.procs = append(s.procs[:i:i], s.procs[i+1:]...)
-		return s.startWith(p.name, p.bin, p.out, p.args...)
+		return s.startWith(p.name, p.bin, p.address, p.out, p.fixed, p.args)
 	}
 	return fmt.Errorf("no service %q", name)
 }
@@ -225,49 +363,49 @@ func (s *Stack) find(name string) (*process, error) {
 func (s *Stack) Stop(timeout time.Duration) error {
 	var errs []error
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.done:
-			if err != nil && p.killed {
-				// A service killed on purpose (Kill) and not restarted.
-				continue
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s did not exit cleanly on SIGTERM: %w\n%s", p.name, err, p.out.String()))
-			}
-		case <-time.After(timeout):
-			_ = p.cmd.Process.Kill()
-			errs = append(errs, fmt.Errorf("%s did not stop within %v of SIGTERM\n%s", p.name, timeout, p.out.String()))
+		if err := s.procs[i].terminate(timeout); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	s.procs = nil
 	return errors.Join(errs...)
 }
 
-func (s *Stack) start(name, bin string, echo io.Writer, args ...string) error {
-	return s.startWith(name, bin, &logBuffer{prefix: name + ": ", echo: echo}, args...)
+// terminate sends SIGTERM and waits for a clean exit; a process killed on
+// purpose (Kill) and not restarted may exit as it did.
+func (p *process) terminate(timeout time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil && !p.killed {
+			return fmt.Errorf("%s did not exit cleanly on SIGTERM: %w\n%s", p.name, err, p.out.String())
+		}
+		return nil
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		return fmt.Errorf("%s did not stop within %v of SIGTERM\n%s", p.name, timeout, p.out.String())
+	}
 }
 
-func (s *Stack) startWith(name, bin string, out *logBuffer, args ...string) error {
-	cmd := exec.Command(bin, args...)
+// start runs a service: fixed are localstack's flags, args the caller's.
+func (s *Stack) start(name, bin, address string, fixed, args []string) error {
+	if _, err := s.find(name); err == nil {
+		return fmt.Errorf("a service %q is already running", name)
+	}
+	return s.startWith(name, bin, address, &logBuffer{prefix: name + ": ", echo: s.cfg.Output}, fixed, args)
+}
+
+func (s *Stack) startWith(name, bin, address string, out *logBuffer, fixed, args []string) error {
+	cmd := exec.Command(bin, append(append([]string(nil), fixed...), args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, bin: bin, args: args, cmd: cmd, out: out, done: make(chan error, 1)}
+	p := &process{name: name, bin: bin, fixed: fixed, args: args, address: address, cmd: cmd, out: out, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	s.procs = append(s.procs, p)
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // logBuffer keeps a process's output and optionally echoes it, line-prefixed.

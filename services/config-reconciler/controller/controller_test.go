@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
@@ -30,6 +30,7 @@ import (
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 )
 
@@ -52,39 +53,27 @@ func start(t *testing.T) *fixture {
 	t.Cleanup(cancel)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  env.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st := store.New("")
-	if err := controller.Setup(mgr, log, ns, configs.Options{}, st); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, controller.Setup(mgr, log, ns, configs.Options{}, st))
 	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
+		assert.NoError(t, mgr.Start(ctx), "manager")
 	}()
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv := grpc.NewServer()
 	configpb.RegisterExecutorConfigServer(srv, &store.Server{Store: st, Log: log})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	cc := configclient.New(log, conn, "test")
 	go cc.Run(ctx)
@@ -100,24 +89,10 @@ func goSpec(tags ...string) v1alpha1.FunctionConfigSpec {
 	return v1alpha1.FunctionConfigSpec{GoExecutor: &v1alpha1.GoExecutorConfig{Tags: tags}}
 }
 
-// waitFor polls cond until it holds or the bound passes (a safety net for a
-// broken build, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("gave up waiting for %s", what)
-	}
-}
-
 func (f *fixture) get(t *testing.T, name string) *v1alpha1.FunctionConfig {
 	t.Helper()
 	var fc v1alpha1.FunctionConfig
-	if err := f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &fc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &fc))
 	return &fc
 }
 
@@ -128,9 +103,7 @@ func (f *fixture) lookup(t *testing.T, kind executortable.Kind, image string) (*
 		return nil, false
 	}
 	ref, err := imagematch.Parse(image, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tables.Lookup(kind, ref)
 }
 
@@ -140,15 +113,13 @@ func TestStatusConflictsDeletionAndStream(t *testing.T) {
 
 	// A valid FunctionConfig: Ready, observed generation set, in the table.
 	sn := functionConfig("set-namespace", "set-namespace", goSpec("v0.4.5"))
-	if err := f.env.Client.Create(ctx, sn); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "set-namespace Ready", func() bool {
+	require.NoError(t, f.env.Client.Create(ctx, sn))
+	harness.WaitFor(t, "set-namespace Ready", func() bool {
 		fc := f.get(t, "set-namespace")
 		return meta.IsStatusConditionTrue(fc.Status.Conditions, v1alpha1.ConditionReady) &&
 			fc.Status.FunctionRunnerObservedGeneration == fc.Generation && fc.Status.Error == ""
 	})
-	waitFor(t, "set-namespace in the streamed table", func() bool {
+	harness.WaitFor(t, "set-namespace in the streamed table", func() bool {
 		_, ok := f.lookup(t, executortable.Go, "set-namespace:v0.4.5")
 		return ok
 	})
@@ -156,34 +127,29 @@ func TestStatusConflictsDeletionAndStream(t *testing.T) {
 	// An invalid binary path is reported and kept out of the table.
 	bad := functionConfig("escape", "starlark", v1alpha1.FunctionConfigSpec{
 		BinaryExecutor: &v1alpha1.BinaryExecutorConfig{Tags: []string{"v0.5.5"}, Path: "../../../bin/sh"}})
-	if err := f.env.Client.Create(ctx, bad); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "escape reported invalid", func() bool {
+	require.NoError(t, f.env.Client.Create(ctx, bad))
+	harness.WaitFor(t, "escape reported invalid", func() bool {
 		fc := f.get(t, "escape")
 		c := meta.FindStatusCondition(fc.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == controller.ReasonInvalid &&
 			strings.Contains(fc.Status.Error, "leaves the functions directory")
 	})
-	if _, ok := f.lookup(t, executortable.Binary, "starlark:v0.5.5"); ok {
-		t.Error("a binary path outside the functions directory reached the table")
-	}
+	_, ok := f.lookup(t, executortable.Binary, "starlark:v0.5.5")
+	assert.False(t, ok, "a binary path outside the functions directory reached the table")
 
 	// A rival claiming the same image, prefix, tag and executor: both get a
 	// Conflict condition and neither is used for that tag.
 	rival := functionConfig("rival", "set-namespace", goSpec("v0.4.5", "v0.4.4"))
-	if err := f.env.Client.Create(ctx, rival); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.env.Client.Create(ctx, rival))
 	for _, name := range []string{"set-namespace", "rival"} {
-		waitFor(t, name+" in conflict", func() bool {
+		harness.WaitFor(t, name+" in conflict", func() bool {
 			fc := f.get(t, name)
 			return meta.IsStatusConditionTrue(fc.Status.Conditions, v1alpha1.ConditionConflict) &&
 				meta.IsStatusConditionFalse(fc.Status.Conditions, v1alpha1.ConditionReady) &&
 				strings.Contains(fc.Status.Error, ns+"/rival") && strings.Contains(fc.Status.Error, ns+"/set-namespace")
 		})
 	}
-	waitFor(t, "conflicting tag out of the table", func() bool {
+	harness.WaitFor(t, "conflicting tag out of the table", func() bool {
 		_, conflicting := f.lookup(t, executortable.Go, "set-namespace:v0.4.5")
 		owner, other := f.lookup(t, executortable.Go, "set-namespace:v0.4.4")
 		return !conflicting && other && owner.GetName() == "rival"
@@ -191,15 +157,13 @@ func TestStatusConflictsDeletionAndStream(t *testing.T) {
 
 	// Deleting the rival resolves the conflict: no stale entry is left and
 	// the original is Ready again.
-	if err := f.env.Client.Delete(ctx, rival); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "rival gone from the table", func() bool {
+	require.NoError(t, f.env.Client.Delete(ctx, rival))
+	harness.WaitFor(t, "rival gone from the table", func() bool {
 		_, stale := f.lookup(t, executortable.Go, "set-namespace:v0.4.4")
 		fc, ok := f.lookup(t, executortable.Go, "set-namespace:v0.4.5")
 		return !stale && ok && fc.GetName() == "set-namespace"
 	})
-	waitFor(t, "set-namespace Ready again", func() bool {
+	harness.WaitFor(t, "set-namespace Ready again", func() bool {
 		fc := f.get(t, "set-namespace")
 		return meta.IsStatusConditionTrue(fc.Status.Conditions, v1alpha1.ConditionReady) &&
 			meta.IsStatusConditionFalse(fc.Status.Conditions, v1alpha1.ConditionConflict)
@@ -208,18 +172,14 @@ func TestStatusConflictsDeletionAndStream(t *testing.T) {
 	// A spec change reaches subscribers within a second.
 	fc := f.get(t, "set-namespace")
 	fc.Spec.GoExecutor.Tags = append(fc.Spec.GoExecutor.Tags, "v0.4.6")
-	if err := f.env.Client.Update(ctx, fc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.env.Client.Update(ctx, fc))
 	changed := time.Now()
-	waitFor(t, "the new tag streamed", func() bool {
+	harness.WaitFor(t, "the new tag streamed", func() bool {
 		_, ok := f.lookup(t, executortable.Go, "set-namespace:v0.4.6")
 		return ok
 	})
-	if d := time.Since(changed); d > time.Second {
-		t.Errorf("the stream carried the change %v after it was written, want within 1s", d)
-	}
-	waitFor(t, "new generation observed", func() bool {
+	assert.LessOrEqual(t, time.Since(changed), time.Second, "time the stream took to carry the change")
+	harness.WaitFor(t, "new generation observed", func() bool {
 		fc := f.get(t, "set-namespace")
 		return fc.Status.FunctionRunnerObservedGeneration == fc.Generation && fc.Generation > 1
 	})
@@ -228,17 +188,11 @@ func TestStatusConflictsDeletionAndStream(t *testing.T) {
 func TestCRDRejectsConfigWithoutExecutor(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{crdDir(t)}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	err := env.Client.Create(ctx, functionConfig("none", "set-namespace", v1alpha1.FunctionConfigSpec{}))
-	if err == nil || !strings.Contains(err.Error(), "At least one configuration must be specified") {
-		t.Fatalf("create without executor: %v, want the CEL rule's message", err)
-	}
+	require.ErrorContains(t, err, "At least one configuration must be specified", "create without executor, want the CEL rule's message")
 	err = env.Client.Create(ctx, functionConfig("empty-image", "", goSpec("v1")))
-	if err == nil {
-		t.Fatal("a FunctionConfig with an empty image was accepted")
-	}
+	require.Error(t, err, "a FunctionConfig with an empty image was accepted")
 }
 
 func crdDir(t *testing.T) string {
@@ -247,8 +201,18 @@ func crdDir(t *testing.T) string {
 	if dir == "" {
 		dir = "../../../crds"
 	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("CRD directory: %v", err)
-	}
+	_, err := os.Stat(dir)
+	require.NoError(t, err, "CRD directory")
 	return dir
+}
+
+// A namespace without any FunctionConfig still gets a table (an empty one)
+// once the caches have synced: no object event ever comes to trigger it,
+// and without a table nothing downstream becomes ready.
+func TestEmptyNamespacePublishesATable(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.True(t, f.client.WaitReady(ctx), "no executor table published for an empty namespace")
+	assert.Empty(t, f.client.Tables().Functions())
 }

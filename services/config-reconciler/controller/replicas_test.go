@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 )
 
@@ -29,9 +32,7 @@ func TestTwoReplicas(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{crdDir(t)}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var stores []*store.Store
 	var mgrs []ctrl.Manager
@@ -47,32 +48,24 @@ func TestTwoReplicas(t *testing.T) {
 			// Two managers in one test process register the same controller names.
 			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		st := store.New("")
-		if err := controller.Setup(mgr, log, ns, configs.Options{}, st); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, controller.Setup(mgr, log, ns, configs.Options{}, st))
 		go func() {
-			if err := mgr.Start(ctx); err != nil {
-				t.Errorf("manager %d: %v", i, err)
-			}
+			assert.NoError(t, mgr.Start(ctx), "manager %d", i)
 		}()
 		stores, mgrs = append(stores, st), append(mgrs, mgr)
 	}
 
-	if err := env.Client.Create(ctx, functionConfig("set-namespace", "set-namespace", goSpec("v0.4.5"))); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, env.Client.Create(ctx, functionConfig("set-namespace", "set-namespace", goSpec("v0.4.5"))))
 	for _, st := range stores {
-		waitFor(t, "replica table", func() bool {
+		harness.WaitFor(t, "replica table", func() bool {
 			snap, _ := st.Current()
 			return len(snap.GetFunctions()) == 1 && snap.GetFunctions()[0].GetName() == "set-namespace"
 		})
 	}
 	f := &fixture{env: env}
-	waitFor(t, "status written by the leader", func() bool {
+	harness.WaitFor(t, "status written by the leader", func() bool {
 		return meta.IsStatusConditionTrue(f.get(t, "set-namespace").Status.Conditions, v1alpha1.ConditionReady)
 	})
 	elected := 0
@@ -83,7 +76,5 @@ func TestTwoReplicas(t *testing.T) {
 		default:
 		}
 	}
-	if elected != 1 {
-		t.Errorf("%d replicas elected, want exactly 1", elected)
-	}
+	assert.Equal(t, 1, elected, "replicas elected")
 }

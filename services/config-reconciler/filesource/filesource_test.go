@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 )
@@ -56,13 +59,12 @@ data:
 
 func TestLoadAndReload(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "sn.yaml"), []byte(setNamespace), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sn.yaml"), []byte(setNamespace), 0o644))
 	objs, err := Load(dir, "local")
-	if err != nil || len(objs) != 1 || objs[0].Namespace != "local" || objs[0].Spec.GoExecutor == nil {
-		t.Fatalf("Load = %+v, %v", objs, err)
-	}
+	require.NoError(t, err, "Load")
+	require.Len(t, objs, 1, "Load")
+	require.Equal(t, "local", objs[0].Namespace, "Load = %+v", objs)
+	require.NotNil(t, objs[0].Spec.GoExecutor, "Load = %+v", objs)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -71,7 +73,7 @@ func TestLoadAndReload(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, log, dir, "local", configs.Options{}, rec) }()
 
-	waitFor(t, func() bool { return rec.images()["set-namespace"] })
+	require.Eventually(t, func() bool { return rec.images()["set-namespace"] }, 30*time.Second, 20*time.Millisecond, "condition not reached")
 	more := `apiVersion: config.porch.kpt.dev/v1alpha1
 kind: FunctionConfig
 metadata:
@@ -82,37 +84,16 @@ spec:
     tags: [v0.5.5]
     path: starlark
 `
-	if err := os.WriteFile(filepath.Join(dir, "starlark.yml"), []byte(more), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return rec.images()["starlark"] && rec.images()["set-namespace"] })
-	if err := os.Remove(filepath.Join(dir, "sn.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return !rec.images()["set-namespace"] && rec.images()["starlark"] })
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "starlark.yml"), []byte(more), 0o644))
+	require.Eventually(t, func() bool { return rec.images()["starlark"] && rec.images()["set-namespace"] }, 30*time.Second, 20*time.Millisecond, "condition not reached")
+	require.NoError(t, os.Remove(filepath.Join(dir, "sn.yaml")))
+	require.Eventually(t, func() bool { return !rec.images()["set-namespace"] && rec.images()["starlark"] }, 30*time.Second, 20*time.Millisecond, "condition not reached")
 
 	// A broken file is reported; the others are still served.
-	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("apiVersion: config.porch.kpt.dev/v1alpha1\nkind: FunctionConfig\nspec: [\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(dir, "local"); err == nil {
-		t.Error("a broken file loaded without error")
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("apiVersion: config.porch.kpt.dev/v1alpha1\nkind: FunctionConfig\nspec: [\n"), 0o644))
+	_, err = Load(dir, "local")
+	assert.Error(t, err, "a broken file loaded without error")
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !rec.images()["starlark"] {
-		t.Error("a broken file took the good ones out of the table")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i > 1500 {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.NoError(t, <-done)
+	assert.True(t, rec.images()["starlark"], "a broken file took the good ones out of the table")
 }

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type fakeBackend struct {
@@ -57,15 +60,9 @@ func start(t *testing.T) (*Cache, *fakeBackend, *time.Time) {
 	return c, b, &now
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; !cond(); i++ {
-		if i == 2000 {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// wait and tick bound require.Eventually (conditions run on another
+// goroutine, so they must not call t.FailNow).
+const wait, tick = 10 * time.Second, 5 * time.Millisecond
 
 type result struct {
 	lease *Lease
@@ -89,11 +86,11 @@ func TestEightCallsTwoPodsBalanced(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		chans = append(chans, acquireAsync(c, context.Background(), fn))
 	}
-	waitFor(t, "8 calls placed on 2 pods", func() bool {
+	require.Eventually(t, func() bool {
 		s := c.Stats()["sn"]
 		return s.Waiting == 8 && s.Pods == 2
-	})
-	waitFor(t, "2 creates", func() bool { created, _ := b.names(); return len(created) == 2 })
+	}, wait, tick, "gave up waiting for 8 calls placed on 2 pods")
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for 2 creates")
 	created, _ := b.names()
 	for _, p := range created {
 		c.PodReady(p, p+":9446")
@@ -101,52 +98,44 @@ func TestEightCallsTwoPodsBalanced(t *testing.T) {
 	per := map[string]int{}
 	for _, ch := range chans {
 		r := <-ch
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
+		require.NoError(t, r.err)
 		per[r.lease.Pod]++
 		defer r.lease.Release()
 	}
-	if len(per) != 2 || per[created[0]] != 4 || per[created[1]] != 4 {
-		t.Errorf("calls per pod = %v, want 4 and 4", per)
-	}
-	if got, _ := b.names(); len(got) != 2 {
-		t.Errorf("%d pods created, want exactly 2", len(got))
-	}
+	assert.Equal(t, map[string]int{created[0]: 4, created[1]: 4}, per, "calls per pod")
+	got, _ := b.names()
+	assert.Len(t, got, 2, "pods created")
 }
 
 func TestWarmReuseAndRelease(t *testing.T) {
 	c, b, _ := start(t)
 	ch := acquireAsync(c, context.Background(), fn)
-	waitFor(t, "create", func() bool { created, _ := b.names(); return len(created) == 1 })
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for create")
 	created, _ := b.names()
 	c.PodReady(created[0], "addr")
 	r := <-ch
-	if r.err != nil || r.lease.Address != "addr" {
-		t.Fatalf("cold call: %+v", r)
-	}
+	require.NoError(t, r.err, "cold call")
+	require.Equal(t, "addr", r.lease.Address, "cold call")
 	r.lease.Release()
 	r.lease.Release() // twice: ignored
-	waitFor(t, "release", func() bool { return c.Stats()["sn"].Running == 0 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for release")
 	l, err := c.Acquire(context.Background(), fn)
-	if err != nil || l.Pod != created[0] {
-		t.Fatalf("warm call: %v %v", l, err)
-	}
+	require.NoError(t, err, "warm call")
+	require.Equal(t, created[0], l.Pod, "warm call")
 	l.Release()
-	if got, _ := b.names(); len(got) != 1 {
-		t.Errorf("warm call created a pod: %v", got)
-	}
-	if s := c.Stats()["sn"]; s.Running < 0 || s.Waiting < 0 {
-		t.Errorf("negative counters: %+v", s)
-	}
+	got, _ := b.names()
+	assert.Len(t, got, 1, "warm call created a pod")
+	s := c.Stats()["sn"]
+	assert.GreaterOrEqual(t, s.Running, 0, "negative counters: %+v", s)
+	assert.GreaterOrEqual(t, s.Waiting, 0, "negative counters: %+v", s)
 }
 
 func TestReadyEventGoesToThatPod(t *testing.T) {
 	c, b, _ := start(t)
 	first := acquireAsync(c, context.Background(), fn)
-	waitFor(t, "first pod", func() bool { return c.Stats()["sn"].Pods == 1 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Pods == 1 }, wait, tick, "gave up waiting for first pod")
 	second := acquireAsync(c, context.Background(), fn)
-	waitFor(t, "two creates", func() bool { created, _ := b.names(); return len(created) == 2 })
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for two creates")
 	created, _ := b.names()
 	// Only the second pod becomes ready: only its call is answered.
 	c.PodReady(created[1], "b")
@@ -155,13 +144,12 @@ func TestReadyEventGoesToThatPod(t *testing.T) {
 	case got = <-second:
 	case got = <-first:
 	}
-	if got.err != nil || got.lease.Pod != created[1] {
-		t.Fatalf("answered %+v, want a lease on %s", got, created[1])
-	}
+	require.NoError(t, got.err, "answered call")
+	require.Equal(t, created[1], got.lease.Pod, "answered call")
 	select {
 	case r := <-first:
-		if r.lease != nil && r.lease.Pod != created[0] {
-			t.Fatalf("call waiting on %s was answered with %s", created[0], r.lease.Pod)
+		if r.lease != nil {
+			require.Equal(t, created[0], r.lease.Pod, "the call waiting on %s", created[0])
 		}
 	default:
 	}
@@ -171,21 +159,17 @@ func TestFailedPodRequeuesItsCalls(t *testing.T) {
 	c, b, _ := start(t)
 	one := Function{Key: "fl", MaxParallelExecutions: 1, PreferredMaxQueueLength: 4, TTL: time.Minute}
 	chans := []chan result{acquireAsync(c, context.Background(), one), acquireAsync(c, context.Background(), one)}
-	waitFor(t, "two calls on one pod", func() bool { return c.Stats()["fl"].Waiting == 2 })
-	waitFor(t, "its create", func() bool { created, _ := b.names(); return len(created) == 1 })
+	require.Eventually(t, func() bool { return c.Stats()["fl"].Waiting == 2 }, wait, tick, "gave up waiting for two calls on one pod")
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for its create")
 	created, _ := b.names()
 	c.PodFailed(created[0], errors.New("CrashLoopBackOff: back-off restarting failed container"))
-	waitFor(t, "replacement pod", func() bool { created, _ := b.names(); return len(created) == 2 })
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for replacement pod")
 	created, deleted := b.names()
-	waitFor(t, "failed pod deleted", func() bool { _, deleted = b.names(); return len(deleted) == 1 })
-	if deleted[0] != created[0] {
-		t.Errorf("deleted %v, want %s", deleted, created[0])
-	}
+	require.Eventually(t, func() bool { _, deleted = b.names(); return len(deleted) == 1 }, wait, tick, "gave up waiting for failed pod deleted")
+	assert.Equal(t, created[0], deleted[0], "deleted %v", deleted)
 	c.PodReady(created[1], "ok")
 	for _, ch := range chans {
-		if r := <-ch; r.err != nil || r.lease.Pod != created[1] {
-			t.Errorf("requeued call: %+v", r)
-		} else {
+		if r := <-ch; assert.NoError(t, r.err, "requeued call") && assert.Equal(t, created[1], r.lease.Pod, "requeued call") {
 			r.lease.Release()
 		}
 	}
@@ -193,33 +177,30 @@ func TestFailedPodRequeuesItsCalls(t *testing.T) {
 	// A call whose pods keep failing gets the reason.
 	ch := acquireAsync(c, context.Background(), Function{Key: "bad", MaxParallelExecutions: 1, PreferredMaxQueueLength: 1})
 	for i := 0; i < maxAttempts; i++ {
-		waitFor(t, "a pod for bad", func() bool { return c.Stats()["bad"].Pods == 1 && c.Stats()["bad"].Waiting == 1 })
+		require.Eventually(t, func() bool { return c.Stats()["bad"].Pods == 1 && c.Stats()["bad"].Waiting == 1 }, wait, tick, "gave up waiting for a pod for bad")
 		var pod string
-		waitFor(t, "its name", func() bool {
+		require.Eventually(t, func() bool {
 			created, _ := b.names()
 			pod = created[len(created)-1]
 			return pod[:3] == "bad"
-		})
+		}, wait, tick, "gave up waiting for its name")
 		c.PodFailed(pod, errors.New("ImagePullBackOff: no such image"))
 		if i < maxAttempts-1 {
-			waitFor(t, "retry", func() bool { created, _ := b.names(); return created[len(created)-1] != pod })
+			require.Eventually(t, func() bool { created, _ := b.names(); return created[len(created)-1] != pod }, wait, tick, "gave up waiting for retry")
 		}
 	}
-	if r := <-ch; r.err == nil || r.err.Error() != "ImagePullBackOff: no such image" {
-		t.Errorf("call on failing pods: %+v", r)
-	}
+	r := <-ch
+	assert.EqualError(t, r.err, "ImagePullBackOff: no such image", "call on failing pods")
 }
 
 func TestCreateErrorReachesTheCall(t *testing.T) {
 	c, b, _ := start(t)
 	b.failNext = errors.New("quota exceeded")
 	ch := acquireAsync(c, context.Background(), fn)
-	waitFor(t, "retry create", func() bool { created, _ := b.names(); return len(created) == 1 })
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for retry create")
 	created, _ := b.names()
 	c.PodReady(created[0], "x")
-	if r := <-ch; r.err != nil {
-		t.Errorf("call after one failed create: %v", r.err)
-	} else {
+	if r := <-ch; assert.NoError(t, r.err, "call after one failed create") {
 		r.lease.Release()
 	}
 }
@@ -228,52 +209,44 @@ func TestCancelWhileWaiting(t *testing.T) {
 	c, b, _ := start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := acquireAsync(c, ctx, fn)
-	waitFor(t, "waiting", func() bool { return c.Stats()["sn"].Waiting == 1 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Waiting == 1 }, wait, tick, "gave up waiting for waiting")
 	cancel()
-	if r := <-ch; !errors.Is(r.err, context.Canceled) {
-		t.Errorf("cancelled call: %+v", r)
-	}
-	waitFor(t, "no waiter left", func() bool { return c.Stats()["sn"].Waiting == 0 })
-	waitFor(t, "its create", func() bool { created, _ := b.names(); return len(created) == 1 })
+	r := <-ch
+	assert.ErrorIs(t, r.err, context.Canceled, "cancelled call: %+v", r)
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Waiting == 0 }, wait, tick, "gave up waiting for no waiter left")
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for its create")
 	created, _ := b.names()
 	c.PodReady(created[0], "x")
-	waitFor(t, "pod ready and idle", func() bool { s := c.Stats()["sn"]; return s.Ready == 1 && s.Running == 0 })
+	require.Eventually(t, func() bool { s := c.Stats()["sn"]; return s.Ready == 1 && s.Running == 0 }, wait, tick, "gave up waiting for pod ready and idle")
 }
 
 func TestTTLGarbageCollection(t *testing.T) {
 	c, b, now := start(t)
 	ch := acquireAsync(c, context.Background(), fn)
-	waitFor(t, "create", func() bool { created, _ := b.names(); return len(created) == 1 })
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for create")
 	created, _ := b.names()
 	c.PodReady(created[0], "x")
 	r := <-ch
-	if gone := c.CollectGarbage(); len(gone) != 0 {
-		t.Errorf("busy pod collected: %v", gone)
-	}
+	assert.Empty(t, c.CollectGarbage(), "busy pod collected")
 	r.lease.Release()
-	waitFor(t, "idle", func() bool { return c.Stats()["sn"].Running == 0 })
-	if gone := c.CollectGarbage(); len(gone) != 0 {
-		t.Errorf("pod collected before its TTL: %v", gone)
-	}
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for idle")
+	assert.Empty(t, c.CollectGarbage(), "pod collected before its TTL")
 	*now = now.Add(2 * time.Minute)
-	if gone := c.CollectGarbage(); len(gone) != 1 || gone[0] != created[0] {
-		t.Errorf("collected %v, want %s", gone, created[0])
-	}
-	waitFor(t, "deleted", func() bool { _, d := b.names(); return len(d) == 1 })
+	assert.Equal(t, []string{created[0]}, c.CollectGarbage(), "collected after the TTL")
+	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for deleted")
 }
 
 func TestAdoptedPodIsUsed(t *testing.T) {
 	c, b, _ := start(t)
 	c.Adopt("sn", "sn-old", "old:9446", time.Minute)
-	waitFor(t, "adoption", func() bool { return c.Stats()["sn"].Ready == 1 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
 	l, err := c.Acquire(context.Background(), fn)
-	if err != nil || l.Pod != "sn-old" || l.Address != "old:9446" {
-		t.Fatalf("lease = %+v, %v; want the adopted pod", l, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, "sn-old", l.Pod, "want the adopted pod")
+	require.Equal(t, "old:9446", l.Address, "want the adopted pod")
 	l.Release()
-	if created, _ := b.names(); len(created) != 0 {
-		t.Errorf("created %v although a pod was adopted", created)
-	}
+	created, _ := b.names()
+	assert.Empty(t, created, "created although a pod was adopted")
 }
 
 func TestRetire(t *testing.T) {
@@ -281,37 +254,30 @@ func TestRetire(t *testing.T) {
 	c.Adopt("sn|v1", "idle", "a", time.Hour)
 	c.Adopt("sn|v1", "busy", "b", time.Hour)
 	c.Adopt("sn|v2", "new", "c", time.Hour)
-	waitFor(t, "adoption", func() bool { s := c.Stats(); return s["sn|v1"].Ready == 2 && s["sn|v2"].Ready == 1 })
+	require.Eventually(t, func() bool { s := c.Stats(); return s["sn|v1"].Ready == 2 && s["sn|v2"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
 	old := Function{Key: "sn|v1", MaxParallelExecutions: 2, PreferredMaxQueueLength: 1}
 	l1, err := c.Acquire(context.Background(), old)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c.Retire(func(key string) bool { return key == "sn|v2" })
-	waitFor(t, "idle old pod deleted", func() bool { _, d := b.names(); return len(d) == 1 })
-	if _, d := b.names(); d[0] == l1.Pod {
-		t.Fatalf("deleted %s, which is busy", d[0])
-	}
+	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for idle old pod deleted")
+	_, d := b.names()
+	require.NotEqual(t, l1.Pod, d[0], "deleted the busy pod")
 	l1.Release()
-	waitFor(t, "busy old pod deleted after its call", func() bool { _, d := b.names(); return len(d) == 2 })
-	if s := c.Stats(); s["sn|v2"].Pods != 1 || s["sn|v1"].Pods != 0 {
-		t.Errorf("stats after retiring: %+v", s)
-	}
+	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 2 }, wait, tick, "gave up waiting for busy old pod deleted after its call")
+	s := c.Stats()
+	assert.Equal(t, 1, s["sn|v2"].Pods, "stats after retiring: %+v", s)
+	assert.Zero(t, s["sn|v1"].Pods, "stats after retiring: %+v", s)
 }
 
 func TestCallsRefreshTheTTL(t *testing.T) {
 	c, _, now := start(t)
 	c.Adopt("sn", "adopted", "a", time.Hour) // adopted with the default
-	waitFor(t, "adoption", func() bool { return c.Stats()["sn"].Ready == 1 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
 	short := Function{Key: "sn", MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute}
 	l, err := c.Acquire(context.Background(), short)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l.Release()
-	waitFor(t, "idle", func() bool { return c.Stats()["sn"].Running == 0 })
+	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for idle")
 	*now = now.Add(2 * time.Minute)
-	if gone := c.CollectGarbage(); len(gone) != 1 {
-		t.Errorf("collected %v: the FunctionConfig's 1m TTL did not replace the adopted pod's 1h", gone)
-	}
+	assert.Len(t, c.CollectGarbage(), 1, "the FunctionConfig's 1m TTL did not replace the adopted pod's 1h")
 }

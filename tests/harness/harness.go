@@ -1,0 +1,108 @@
+// Package harness is the test plumbing shared by fnrunner's tests: where
+// Bazel put a test's data (Runfile, Binary, Workspace) and waiting for a
+// condition that may itself fail the test (WaitFor). The services
+// themselves are run by tools/localstack, private registries by
+// tests/testregistry.
+//
+// Each helper has exactly one definition in the repository;
+// harness_test.go fails when one is written again elsewhere.
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Runfile resolves a runfiles path, as $(rootpath) puts in a test's
+// environment, to an absolute path. An absolute or empty p is returned as is.
+func Runfile(t testing.TB, p string) string {
+	t.Helper()
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	root := os.Getenv("TEST_SRCDIR")
+	if ws := os.Getenv("TEST_WORKSPACE"); root != "" && ws != "" {
+		return filepath.Join(root, ws, p)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// Binary returns the absolute path of the runfile named by the environment
+// variable env, failing the test (never skipping it) when it is not there.
+func Binary(t testing.TB, env string) string {
+	t.Helper()
+	p := Runfile(t, os.Getenv(env))
+	if p == "" {
+		t.Fatalf("%s is not set: run this test with tools/bazel test", env)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v", env, err)
+	}
+	return p
+}
+
+// WorkspaceFileEnv names the environment variable that holds the runfiles
+// path of //:WORKSPACE; a test that reads the source tree declares
+//
+//	data = ["//:WORKSPACE"],
+//	env = {"FNRUNNER_WORKSPACE_FILE": "$(rootpath //:WORKSPACE)"},
+const WorkspaceFileEnv = "FNRUNNER_WORKSPACE_FILE"
+
+// Workspace returns the repository's root directory: the real one behind
+// Bazel's sandbox (the runfile of //:WORKSPACE is a symlink into it), or,
+// under plain go test, the first directory above the working directory that
+// holds a WORKSPACE file.
+func Workspace(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(WorkspaceFileEnv); p != "" {
+		ws, err := filepath.EvalSymlinks(Runfile(t, p))
+		if err != nil {
+			t.Fatalf("locating the repository through %s: %v", WorkspaceFileEnv, err)
+		}
+		return filepath.Dir(ws)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "WORKSPACE")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no WORKSPACE above the working directory and %s not set", WorkspaceFileEnv)
+		}
+		dir = parent
+	}
+}
+
+// Wait bounds WaitFor: a safety net for a hang or a broken build, never a
+// timing assertion.
+const Wait = 30 * time.Second
+
+// WaitFor calls cond every 20ms until it returns true, and fails the test
+// after Wait, naming what it waited for and adding logs (e.g. a service's
+// output, read at that moment). Unlike require.Eventually, cond runs on the
+// test's goroutine, so it may itself fail the test (t.Fatal, require).
+func WaitFor(t testing.TB, what string, cond func() bool, logs ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, l := range logs {
+				b.WriteString(l())
+			}
+			t.Fatalf("gave up waiting for %s\n%s", what, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

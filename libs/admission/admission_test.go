@@ -2,18 +2,20 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLimits(t *testing.T) {
 	l := New(2, 1)
 	ctx := context.Background()
-	r1, err1 := l.Acquire(ctx)
-	r2, err2 := l.Acquire(ctx)
-	if err1 != nil || err2 != nil || l.InFlight() != 2 {
-		t.Fatalf("first two: %v %v in flight %d", err1, err2, l.InFlight())
-	}
+	r1, err := l.Acquire(ctx)
+	require.NoError(t, err, "first call")
+	r2, err := l.Acquire(ctx)
+	require.NoError(t, err, "second call")
+	require.Equal(t, 2, l.InFlight(), "in flight after two calls")
 	got := make(chan error, 1)
 	go func() {
 		r, err := l.Acquire(ctx) // queued
@@ -24,28 +26,21 @@ func TestLimits(t *testing.T) {
 	}()
 	for l.Queued() != 1 {
 	}
-	if _, err := l.Acquire(ctx); !errors.Is(err, ErrQueueFull) {
-		t.Errorf("fourth call: %v, want ErrQueueFull", err)
-	}
+	_, err = l.Acquire(ctx)
+	assert.ErrorIs(t, err, ErrQueueFull, "fourth call")
 	r1()
-	if err := <-got; err != nil {
-		t.Errorf("queued call: %v", err)
-	}
+	assert.NoError(t, <-got, "queued call")
 	r2()
-	if l.InFlight() != 0 || l.Queued() != 0 {
-		t.Errorf("in flight %d queued %d after release", l.InFlight(), l.Queued())
-	}
+	assert.Zero(t, l.InFlight(), "in flight after release")
+	assert.Zero(t, l.Queued(), "queued after release")
 
 	// A waiter whose context ends gives up its queue place.
 	l = New(1, 1)
 	r, _ := l.Acquire(ctx)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := l.Acquire(cctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled waiter: %v", err)
-	}
-	if l.Queued() != 0 {
-		t.Errorf("cancelled waiter still queued")
-	}
+	_, err = l.Acquire(cctx)
+	assert.ErrorIs(t, err, context.Canceled, "cancelled waiter")
+	assert.Zero(t, l.Queued(), "cancelled waiter still queued")
 	r()
 }

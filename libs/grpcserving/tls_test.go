@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,13 +24,10 @@ func TestMutualTLS(t *testing.T) {
 	server := grpcserving.TLSFlags{Cert: good.Cert, Key: good.Key, CA: good.CA}
 	common := grpcserving.Flags{DrainTimeout: time.Second}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, _, err := common.Open(log, "127.0.0.1", 0, &grpcserving.TLSFlags{Cert: good.Cert}, grpcserving.Config{Name: "t"}); err == nil {
-		t.Fatal("Open with a partial TLS configuration succeeded")
-	}
+	_, _, err := common.Open(log, "127.0.0.1", 0, &grpcserving.TLSFlags{Cert: good.Cert}, grpcserving.Config{Name: "t"})
+	require.Error(t, err, "Open with a partial TLS configuration succeeded")
 	lis, srv, err := common.Open(log, "127.0.0.1", 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = srv.Serve(ctx, lis) }()
@@ -46,24 +45,27 @@ func TestMutualTLS(t *testing.T) {
 	}
 	client := grpcserving.TLSFlags{Cert: good.Cert, Key: good.Key, CA: good.CA}
 	mtls, err := client.DialOption()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := check(mtls); err != nil {
-		t.Errorf("mutual TLS client refused: %v", err)
-	}
-	if err := check(grpc.WithTransportCredentials(insecure.NewCredentials())); err == nil {
-		t.Error("a plaintext client was served")
-	}
+	require.NoError(t, err)
 	stranger := grpcserving.TLSFlags{Cert: other.Cert, Key: other.Key, CA: good.CA}
 	strange, err := stranger.DialOption()
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		dial   grpc.DialOption
+		served bool
+	}{
+		{"mutual TLS client", mtls, true},
+		{"plaintext client", grpc.WithTransportCredentials(insecure.NewCredentials()), false},
+		{"client with a certificate of another CA", strange, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := check(tc.dial); tc.served {
+				assert.NoError(t, err, "refused")
+			} else {
+				assert.Error(t, err, "served")
+			}
+		})
 	}
-	if err := check(strange); err == nil {
-		t.Error("a client with a certificate of another CA was served")
-	}
-	if _, err := (&grpcserving.TLSFlags{Cert: good.Cert}).DialOption(); err == nil {
-		t.Error("a partial TLS configuration was accepted")
-	}
+	_, err = (&grpcserving.TLSFlags{Cert: good.Cert}).DialOption()
+	assert.Error(t, err, "a partial TLS configuration was accepted")
 }

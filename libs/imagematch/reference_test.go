@@ -1,9 +1,11 @@
 package imagematch
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParse(t *testing.T) {
@@ -26,12 +28,8 @@ func TestParse(t *testing.T) {
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			got, err := Parse(tc.image, tc.defaultPrefix)
-			if err != nil {
-				t.Fatalf("Parse(%q) error: %v", tc.image, err)
-			}
-			if got != tc.want {
-				t.Errorf("Parse(%q) = %+v, want %+v", tc.image, got, tc.want)
-			}
+			require.NoError(t, err, "Parse(%q)", tc.image)
+			assert.Equal(t, tc.want, got, "Parse(%q)", tc.image)
 		})
 	}
 }
@@ -51,11 +49,8 @@ func TestParseRejects(t *testing.T) {
 		strings.Repeat("a/", 600) + "fn",
 		"fn:tag:other",
 	} {
-		if ref, err := Parse(image, ""); err == nil {
-			t.Errorf("Parse(%q) = %+v, want an error", image, ref)
-		} else if !errors.Is(err, ErrInvalidImage) {
-			t.Errorf("Parse(%q) error %v does not wrap ErrInvalidImage", image, err)
-		}
+		ref, err := Parse(image, "")
+		assert.ErrorIs(t, err, ErrInvalidImage, "Parse(%q) = %+v", image, ref)
 	}
 }
 
@@ -68,9 +63,8 @@ func TestNormalizePrefix(t *testing.T) {
 		"localhost:5000":                        "localhost:5000",
 	} {
 		got, err := NormalizePrefix(in, "")
-		if err != nil || got != want {
-			t.Errorf("NormalizePrefix(%q) = %q, %v; want %q", in, got, err, want)
-		}
+		assert.NoError(t, err, "NormalizePrefix(%q)", in)
+		assert.Equal(t, want, got, "NormalizePrefix(%q)", in)
 	}
 }
 
@@ -90,20 +84,12 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, image string) {
 		ref, err := Parse(image, "")
 		if err != nil {
-			if !errors.Is(err, ErrInvalidImage) {
-				t.Fatalf("error %v does not wrap ErrInvalidImage", err)
-			}
+			require.ErrorIs(t, err, ErrInvalidImage)
 			return
 		}
-		if ref.Name == "" || ref.Prefix == "" || (ref.Tag == "" && ref.Digest == "") {
-			t.Fatalf("Parse(%q) = %+v: incomplete", image, ref)
-		}
+		require.True(t, ref.Name != "" && ref.Prefix != "" && (ref.Tag != "" || ref.Digest != ""), "Parse(%q) = %+v: incomplete", image, ref)
 		again, err := Parse(ref.String(), "")
-		if err != nil {
-			t.Fatalf("Parse(%q) ok but its String %q does not parse: %v", image, ref.String(), err)
-		}
-		if again != ref {
-			t.Fatalf("round trip of %q: %+v != %+v", image, again, ref)
-		}
+		require.NoError(t, err, "Parse(%q) ok but its String %q does not parse", image, ref.String())
+		require.Equal(t, ref, again, "round trip of %q", image)
 	})
 }

@@ -1,16 +1,16 @@
 package imagematch
 
 import (
-	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func mustParse(t *testing.T, image string) Reference {
 	t.Helper()
 	ref, err := Parse(image, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return ref
 }
 
@@ -24,9 +24,8 @@ func TestLookupPrecedence(t *testing.T) {
 		{Owner: "ns/latest", Name: "apply-setters", Tags: []string{"latest"}, Value: "latest"},
 	}
 	table, conflicts, invalid := NewTable("", claims)
-	if len(conflicts) != 0 || len(invalid) != 0 {
-		t.Fatalf("conflicts=%v invalid=%v", conflicts, invalid)
-	}
+	require.Empty(t, conflicts, "conflicts")
+	require.Empty(t, invalid, "invalid")
 	for _, tc := range []struct {
 		image string
 		want  string // "" = no match
@@ -46,10 +45,11 @@ func TestLookupPrecedence(t *testing.T) {
 		{"apply-setters", "latest"},
 		{"apply-setters:v0.2.2", ""},
 	} {
-		got, ok := table.Lookup(mustParse(t, tc.image))
-		if (tc.want == "") == ok || got != tc.want {
-			t.Errorf("Lookup(%s) = %q, %v; want %q", tc.image, got, ok, tc.want)
-		}
+		t.Run(tc.image, func(t *testing.T) {
+			got, ok := table.Lookup(mustParse(t, tc.image))
+			assert.Equal(t, tc.want != "", ok, "Lookup(%s) found a value", tc.image)
+			assert.Equal(t, tc.want, got, "Lookup(%s)", tc.image)
+		})
 	}
 }
 
@@ -58,12 +58,9 @@ func TestExplicitPrefixBeatsDefault(t *testing.T) {
 		{Owner: "a/default", Name: "fn", Prefixes: []string{""}, Tags: []string{"~1"}, Value: "default"},
 		{Owner: "z/explicit", Name: "fn", Prefixes: []string{"ghcr.io/kptdev/krm-functions-catalog"}, Tags: []string{">=1.0.0"}, Value: "explicit"},
 	})
-	if len(conflicts) != 0 {
-		t.Fatal(conflicts)
-	}
-	if got, _ := table.Lookup(mustParse(t, "fn:v1.2.3")); got != "explicit" {
-		t.Errorf("got %q, want explicit", got)
-	}
+	require.Empty(t, conflicts)
+	got, _ := table.Lookup(mustParse(t, "fn:v1.2.3"))
+	assert.Equal(t, "explicit", got)
 }
 
 func TestConflicts(t *testing.T) {
@@ -75,21 +72,16 @@ func TestConflicts(t *testing.T) {
 		{Owner: "ns/bad-name", Name: "ghcr.io/fn", Value: "bad"},
 	})
 	want := []Conflict{{Name: "fn", Prefix: "ghcr.io/kptdev/krm-functions-catalog", Tag: "v1", Owners: []string{"ns/a", "ns/b"}}}
-	if !reflect.DeepEqual(conflicts, want) {
-		t.Errorf("conflicts = %+v, want %+v", conflicts, want)
-	}
-	if len(invalid) != 2 || invalid["ns/bad"] == nil || invalid["ns/bad-name"] == nil {
-		t.Errorf("invalid = %v", invalid)
-	}
+	assert.Equal(t, want, conflicts, "conflicts")
+	assert.Len(t, invalid, 2, "invalid")
+	assert.Error(t, invalid["ns/bad"], "invalid = %v", invalid)
+	assert.Error(t, invalid["ns/bad-name"], "invalid = %v", invalid)
 	// Neither owner wins the conflicting key; their other keys still work.
-	if v, ok := table.Lookup(mustParse(t, "fn:v1")); ok {
-		t.Errorf("conflicting key resolved to %q", v)
-	}
-	if v, _ := table.Lookup(mustParse(t, "fn:v2")); v != "a" {
-		t.Errorf("fn:v2 = %q, want a", v)
-	}
-	if v, _ := table.Lookup(mustParse(t, "other.example.com/fn:v1")); v != "c" {
-		t.Errorf("other prefix = %q, want c", v)
+	v, ok := table.Lookup(mustParse(t, "fn:v1"))
+	assert.False(t, ok, "conflicting key resolved to %q", v)
+	for image, want := range map[string]string{"fn:v2": "a", "other.example.com/fn:v1": "c"} {
+		v, _ := table.Lookup(mustParse(t, image))
+		assert.Equal(t, want, v, "Lookup(%s)", image)
 	}
 }
 
@@ -98,9 +90,7 @@ func TestIsConstraint(t *testing.T) {
 		"v0.4.5": false, "latest": false, "unstable": false, "1.2": false, "sha256:abc": false,
 		"~0.4": true, "^1": true, ">=0.2.0 <0.3.0": true, "0.4.x": true, "*": true, "1.x": true, "1 || 2": true,
 	} {
-		if got := IsConstraint(tag); got != want {
-			t.Errorf("IsConstraint(%q) = %v, want %v", tag, got, want)
-		}
+		assert.Equal(t, want, IsConstraint(tag), "IsConstraint(%q)", tag)
 	}
 }
 

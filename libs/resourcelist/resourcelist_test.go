@@ -1,10 +1,10 @@
 package resourcelist
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
 )
 
@@ -35,21 +35,18 @@ results:
 
 func TestParse(t *testing.T) {
 	rl, err := Parse([]byte(valid))
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err)
+	if assert.Len(t, rl.Items, 1, "items") {
+		assert.Equal(t, "a", rl.Items[0].GetName(), "item name")
 	}
-	if len(rl.Items) != 1 || rl.Items[0].GetName() != "a" {
-		t.Errorf("items = %v", rl.Items)
+	if assert.NotNil(t, rl.FunctionConfig, "functionConfig") {
+		assert.Equal(t, "function-input", rl.FunctionConfig.GetName(), "functionConfig name")
 	}
-	if rl.FunctionConfig == nil || rl.FunctionConfig.GetName() != "function-input" {
-		t.Errorf("functionConfig = %v", rl.FunctionConfig)
-	}
-	if len(rl.Results) != 2 || rl.Results[1].Severity != framework.Error {
-		t.Fatalf("results = %+v", rl.Results)
-	}
-	if got := ErrorSummary(rl.Results); !strings.Contains(got, "bad field") || strings.Contains(got, "set namespace") {
-		t.Errorf("ErrorSummary = %q", got)
-	}
+	require.Len(t, rl.Results, 2, "results")
+	require.Equal(t, framework.Error, rl.Results[1].Severity, "results = %+v", rl.Results)
+	got := ErrorSummary(rl.Results)
+	assert.Contains(t, got, "bad field", "ErrorSummary")
+	assert.NotContains(t, got, "set namespace", "ErrorSummary")
 }
 
 func TestParseEmptyLists(t *testing.T) {
@@ -59,13 +56,12 @@ func TestParseEmptyLists(t *testing.T) {
 		"apiVersion: config.kubernetes.io/v1alpha1\nkind: ResourceList\nitems:\n",
 	} {
 		rl, err := Parse([]byte(in))
-		if err != nil {
-			t.Errorf("Parse(%q): %v", in, err)
+		if !assert.NoError(t, err, "Parse(%q)", in) {
 			continue
 		}
-		if len(rl.Items) != 0 || rl.FunctionConfig != nil || rl.Results != nil {
-			t.Errorf("Parse(%q) = %+v", in, rl)
-		}
+		assert.Empty(t, rl.Items, "Parse(%q) items", in)
+		assert.Nil(t, rl.FunctionConfig, "Parse(%q) functionConfig", in)
+		assert.Nil(t, rl.Results, "Parse(%q) results", in)
 	}
 }
 
@@ -82,9 +78,10 @@ func TestParseRejects(t *testing.T) {
 		"item scalar":    "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: [3]\n",
 		"results scalar": "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nresults: 7\n",
 	} {
-		if _, err := Parse([]byte(in)); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: Parse error = %v, want ErrInvalid", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(in))
+			assert.ErrorIs(t, err, ErrInvalid, "Parse(%q)", in)
+		})
 	}
 }
 
@@ -96,14 +93,10 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rl, err := Parse(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v does not wrap ErrInvalid", err)
-			}
+			require.ErrorIs(t, err, ErrInvalid)
 			return
 		}
-		if rl.Node == nil {
-			t.Fatal("nil node for a valid ResourceList")
-		}
+		require.NotNil(t, rl.Node, "nil node for a valid ResourceList")
 		_ = ErrorSummary(rl.Results)
 	})
 }

@@ -1,9 +1,10 @@
 package resourcelist
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestSniff(t *testing.T) {
@@ -23,26 +24,26 @@ func TestSniff(t *testing.T) {
 		{"kind at the very end, no newline", "items: []\nkind: ResourceList", true},
 		{"kind key without a colon", "kind\n", false},
 	} {
-		err := Sniff([]byte(tc.in))
-		if (err == nil) != tc.ok {
-			t.Errorf("%s: Sniff = %v, want ok=%v", tc.name, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v does not wrap ErrInvalid", tc.name, err)
-		}
-		// A Sniffer fed in pieces says the same, wherever the pieces end.
-		for cut := 0; cut <= len(tc.in); cut++ {
-			var s Sniffer
-			s.Write([]byte(tc.in[:cut]))
-			s.Write([]byte(tc.in[cut:]))
-			if serr := s.Close(); (serr == nil) != (err == nil) {
-				t.Errorf("%s: cut at %d: Sniffer = %v, Sniff = %v", tc.name, cut, serr, err)
+		t.Run(tc.name, func(t *testing.T) {
+			err := Sniff([]byte(tc.in))
+			if tc.ok {
+				assert.NoError(t, err, "Sniff")
+			} else {
+				assert.ErrorIs(t, err, ErrInvalid, "Sniff")
 			}
-		}
-		// What Sniff refuses, Parse refuses too.
-		if _, perr := Parse([]byte(tc.in)); err != nil && perr == nil {
-			t.Errorf("%s: Sniff refuses what Parse accepts", tc.name)
-		}
+			// A Sniffer fed in pieces says the same, wherever the pieces end.
+			for cut := 0; cut <= len(tc.in); cut++ {
+				var s Sniffer
+				s.Write([]byte(tc.in[:cut]))
+				s.Write([]byte(tc.in[cut:]))
+				serr := s.Close()
+				assert.Equal(t, err == nil, serr == nil, "cut at %d: Sniffer = %v, Sniff = %v", cut, serr, err)
+			}
+			// What Sniff refuses, Parse refuses too.
+			if _, perr := Parse([]byte(tc.in)); err != nil {
+				assert.Error(t, perr, "Sniff refuses what Parse accepts")
+			}
+		})
 	}
 }
 
@@ -65,13 +66,11 @@ func FuzzSniff(f *testing.F) {
 		half := len(data) / 2
 		s.Write(data[:half])
 		s.Write(data[half:])
-		if serr := s.Close(); (serr == nil) != (err == nil) {
-			t.Errorf("in two pieces: %v, whole: %v", serr, err)
-		}
+		serr := s.Close()
+		assert.Equal(t, err == nil, serr == nil, "in two pieces: %v, whole: %v", serr, err)
 		if err != nil {
-			if _, err := Parse(data); err == nil {
-				t.Errorf("Sniff refuses what Parse accepts: %q", data)
-			}
+			_, err := Parse(data)
+			assert.Error(t, err, "Sniff refuses what Parse accepts: %q", data)
 		}
 	})
 }

@@ -1,9 +1,10 @@
 package templatemerge
 
 import (
-	"reflect"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -38,54 +39,51 @@ func TestApplyMerges(t *testing.T) {
 		},
 		InitContainer: &v1alpha1.ContainerOverrides{Env: []corev1.EnvVar{{Name: "B", Value: "2"}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fn := got.Spec.Containers[0]
 	wantEnv := []corev1.EnvVar{{Name: "KEEP", Value: "template"}, {Name: "OVERRIDE", Value: "fc"}, {Name: "NEW", Value: "fc"}}
-	if !reflect.DeepEqual(fn.Env, wantEnv) {
-		t.Errorf("env = %v, want %v", fn.Env, wantEnv)
+	assert.Equal(t, wantEnv, fn.Env, "env")
+	for _, q := range []struct {
+		what string
+		list corev1.ResourceList
+		name corev1.ResourceName
+		want string
+	}{
+		{"template cpu request", fn.Resources.Requests, corev1.ResourceCPU, "100m"},
+		{"memory request", fn.Resources.Requests, corev1.ResourceMemory, "512Mi"},
+		{"memory limit", fn.Resources.Limits, corev1.ResourceMemory, "1Gi"},
+	} {
+		t.Run(q.what, func(t *testing.T) {
+			got := q.list[q.name]
+			assert.Equal(t, q.want, got.String(), "%s in %v", q.name, q.list)
+		})
 	}
-	if cpu := fn.Resources.Requests[corev1.ResourceCPU]; cpu.String() != "100m" {
-		t.Errorf("template cpu request lost: %v", fn.Resources.Requests)
+	assert.Len(t, fn.EnvFrom, 1, "envFrom")
+	assert.Equal(t, "fn-sa", got.Spec.ServiceAccountName, "serviceAccountName")
+	if sc := got.Spec.SecurityContext; assert.NotNil(t, sc, "securityContext") {
+		assert.Equal(t, ptr.To[int64](2000), sc.FSGroup, "securityContext not merged: fsGroup")
+		assert.Equal(t, ptr.To[int64](65532), sc.RunAsUser, "securityContext not merged: runAsUser")
+		assert.Equal(t, ptr.To(true), sc.RunAsNonRoot, "securityContext not merged: runAsNonRoot")
 	}
-	if mem := fn.Resources.Requests[corev1.ResourceMemory]; mem.String() != "512Mi" {
-		t.Errorf("memory request = %v", mem.String())
+	if e := got.Spec.InitContainers[0].Env; assert.Len(t, e, 2, "init env") {
+		assert.Equal(t, "B", e[1].Name, "init env = %v", e)
 	}
-	if lim := fn.Resources.Limits[corev1.ResourceMemory]; lim.String() != "1Gi" {
-		t.Errorf("memory limit = %v", lim.String())
-	}
-	if len(fn.EnvFrom) != 1 || got.Spec.ServiceAccountName != "fn-sa" {
-		t.Errorf("envFrom %v sa %q", fn.EnvFrom, got.Spec.ServiceAccountName)
-	}
-	sc := got.Spec.SecurityContext
-	if sc == nil || sc.FSGroup == nil || *sc.FSGroup != 2000 || sc.RunAsUser == nil || *sc.RunAsUser != 65532 || !*sc.RunAsNonRoot {
-		t.Errorf("securityContext not merged: %+v", sc)
-	}
-	if e := got.Spec.InitContainers[0].Env; len(e) != 2 || e[1].Name != "B" {
-		t.Errorf("init env = %v", e)
-	}
-	if len(got.Spec.Containers[1].Env) != 0 {
-		t.Errorf("sidecar changed: %+v", got.Spec.Containers[1])
-	}
+	assert.Empty(t, got.Spec.Containers[1].Env, "sidecar changed: %+v", got.Spec.Containers[1])
 	// The base template is not modified.
-	if !reflect.DeepEqual(tpl, base()) {
-		t.Error("Apply modified its input")
-	}
+	assert.Equal(t, base(), tpl, "Apply modified its input")
 	// Applying the same overrides twice changes nothing more.
 	again, err := Apply(got, &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{EnvFrom: fn.EnvFrom}})
-	if err != nil || len(again.Spec.Containers[0].EnvFrom) != 1 {
-		t.Errorf("envFrom duplicated: %v %v", again.Spec.Containers[0].EnvFrom, err)
+	if assert.NoError(t, err, "applying again") {
+		assert.Len(t, again.Spec.Containers[0].EnvFrom, 1, "envFrom duplicated")
 	}
 }
 
 func TestApplyNeedsFunctionContainer(t *testing.T) {
 	tpl := base()
 	tpl.Spec.Containers[0].Name = "other"
-	if _, err := Apply(tpl, &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{}}); err == nil {
-		t.Error("a template without the function container was accepted")
-	}
-	if got, err := Apply(tpl, nil); err != nil || !reflect.DeepEqual(got, tpl) {
-		t.Errorf("nil overrides: %v", err)
-	}
+	_, err := Apply(tpl, &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{}})
+	assert.Error(t, err, "a template without the function container was accepted")
+	got, err := Apply(tpl, nil)
+	assert.NoError(t, err, "nil overrides")
+	assert.Equal(t, tpl, got, "nil overrides")
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,19 +46,13 @@ func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	// Runfiles are symlinks into the source tree.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
 	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "deploy", "overlays", overlay))
-	if err != nil {
-		t.Fatalf("kustomize %s: %v", overlay, err)
-	}
+	require.NoError(t, err, "kustomize %s", overlay)
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {
 		data, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, u.UnmarshalJSON(data))
 		out = append(out, u)
 	}
 	return out
@@ -74,9 +70,8 @@ func apply(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
 			if first(o) != pass {
 				continue
 			}
-			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("fnrunner-deploy-test"), client.ForceOwnership); err != nil {
-				t.Errorf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
-			}
+			err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("fnrunner-deploy-test"), client.ForceOwnership)
+			assert.NoError(t, err, "apply %s %s", o.GetKind(), o.GetName())
 		}
 		if pass {
 			waitCRDs(t, c)
@@ -101,7 +96,7 @@ func waitCRDs(t *testing.T, c client.Client) {
 				}
 			}
 			if i == 500 {
-				t.Fatalf("CRD %s not established", name)
+				require.Failf(t, "CRD not established", "CRD %s not established", name)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -118,9 +113,7 @@ func TestOverlaysApply(t *testing.T) {
 		}
 		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": 4,
 			"HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 4, "Role": 2, "ServiceAccount": 4, "PodTemplate": 1, "ServiceTemplate": 1} {
-			if kinds[kind] != want {
-				t.Errorf("%s: %d %s, want %d", overlay, kinds[kind], kind, want)
-			}
+			assert.Equal(t, want, kinds[kind], "%s: number of %s", overlay, kind)
 		}
 		apply(t, env.Client, objs)
 	}
@@ -131,21 +124,17 @@ func TestOverlaysApply(t *testing.T) {
 		switch o.GetKind() {
 		case "PodTemplate":
 			var pt corev1.PodTemplate
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pt); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pt))
 			def := templates.DefaultPodTemplate(ns, "fnrunner/wrapper-server")
-			if !equality.Semantic.DeepEqual(def.Template.Spec, pt.Template.Spec) {
-				t.Errorf("deploy/base/templates.yaml differs from templates.DefaultPodTemplate:\nshipped %+v\ndefault %+v", pt.Template.Spec, def.Template.Spec)
-			}
+			// Semantic equality, as the apiserver compares quantities.
+			assert.True(t, equality.Semantic.DeepEqual(def.Template.Spec, pt.Template.Spec),
+				"deploy/base/templates.yaml differs from templates.DefaultPodTemplate:\nshipped %+v\ndefault %+v", pt.Template.Spec, def.Template.Spec)
 		case "ServiceTemplate":
 			var st v1alpha1.ServiceTemplate
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &st); err != nil {
-				t.Fatal(err)
-			}
-			if def := templates.DefaultServiceTemplate(ns); !equality.Semantic.DeepEqual(def.Template.Spec, st.Template.Spec) {
-				t.Errorf("the shipped ServiceTemplate differs from templates.DefaultServiceTemplate:\nshipped %+v\ndefault %+v", st.Template.Spec, def.Template.Spec)
-			}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &st))
+			def := templates.DefaultServiceTemplate(ns)
+			assert.True(t, equality.Semantic.DeepEqual(def.Template.Spec, st.Template.Spec),
+				"the shipped ServiceTemplate differs from templates.DefaultServiceTemplate:\nshipped %+v\ndefault %+v", st.Template.Spec, def.Template.Spec)
 		}
 	}
 }
@@ -158,9 +147,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
 		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return c
 	}
 	ctx := context.Background()
@@ -240,11 +227,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		c := as(sa)
 		for _, ch := range checks {
 			err := ch.do(c)
-			switch {
-			case ch.allowed && err != nil:
-				t.Errorf("%s cannot %s: %v", sa, ch.what, err)
-			case !ch.allowed && !apierrors.IsForbidden(err):
-				t.Errorf("%s can %s (err %v), and should not", sa, ch.what, err)
+			if ch.allowed {
+				assert.NoError(t, err, "%s cannot %s", sa, ch.what)
+			} else {
+				assert.True(t, apierrors.IsForbidden(err), "%s can %s (err %v), and should not", sa, ch.what, err)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -22,15 +23,22 @@ func TestAccountsForEveryCall(t *testing.T) {
 		}
 		return nil
 	})
-	if r.Sent != 100 || r.OK != 25 || r.Failed != 75 || r.Unanswered != 0 || r.Twice != 0 {
-		t.Errorf("report = %v", r)
+	for _, c := range []struct {
+		what      string
+		got, want int
+	}{
+		{"sent", r.Sent, 100},
+		{"ok", r.OK, 25},
+		{"failed", r.Failed, 75},
+		{"unanswered", r.Unanswered, 0},
+		{"answered twice", r.Twice, 0},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			assert.Equal(t, c.want, c.got, "report %v", r)
+		})
 	}
-	if len(r.Unclear) != 50 {
-		t.Errorf("%d unclear errors, want 50 (no status, empty message)", len(r.Unclear))
-	}
-	if r.Codes[codes.Unavailable] != 25 {
-		t.Errorf("codes = %v", r.Codes)
-	}
+	assert.Len(t, r.Unclear, 50, "unclear errors (no status, empty message)")
+	assert.Equal(t, 25, r.Codes[codes.Unavailable], "codes = %v", r.Codes)
 }
 
 func TestCountsUnansweredCalls(t *testing.T) {
@@ -43,9 +51,8 @@ func TestCountsUnansweredCalls(t *testing.T) {
 			}
 			return nil
 		})
-	if r.Unanswered != 1 || r.OK != 4 {
-		t.Errorf("report = %v, want one unanswered", r)
-	}
+	assert.Equal(t, 1, r.Unanswered, "unanswered in report %v", r)
+	assert.Equal(t, 4, r.OK, "ok in report %v", r)
 }
 
 func TestBackground(t *testing.T) {
@@ -60,7 +67,7 @@ func TestBackground(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	if r := p.Wait(); r.OK != 10 || p.Answered() != 10 {
-		t.Errorf("report = %v, answered = %d", r, p.Answered())
-	}
+	r := p.Wait()
+	assert.Equal(t, 10, r.OK, "ok in report %v", r)
+	assert.Equal(t, 10, p.Answered(), "answered")
 }

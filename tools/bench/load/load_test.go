@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestRunCountsEveryCallOnce(t *testing.T) {
@@ -24,13 +27,10 @@ func TestRunCountsEveryCallOnce(t *testing.T) {
 		}
 		return nil
 	})
-	if calls.Load() != 100 || s.Calls != 100 || s.Errors != 10 || s.FirstError == nil {
-		t.Errorf("calls=%d stats=%+v", calls.Load(), s)
-	}
-	if peak.Load() > 8 {
-		t.Errorf("%d calls in flight, more than the concurrency of 8", peak.Load())
-	}
-	if s.P50 > s.P90 || s.P90 > s.P99 || s.P99 > s.Max || s.Min > s.P50 {
-		t.Errorf("percentiles out of order: %+v", s)
-	}
+	assert.Equal(t, int64(100), calls.Load(), "calls made")
+	assert.Equal(t, 100, s.Calls, "calls counted")
+	assert.Equal(t, 10, s.Errors, "errors counted")
+	assert.Error(t, s.FirstError, "first error")
+	assert.LessOrEqual(t, peak.Load(), int64(8), "calls in flight, more than the concurrency of 8")
+	assert.IsNonDecreasing(t, []time.Duration{s.Min, s.P50, s.P90, s.P99, s.Max}, "percentiles out of order: %+v", s)
 }

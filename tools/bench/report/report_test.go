@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 )
 
@@ -25,42 +28,27 @@ func rows() []Row {
 
 func TestMarkdown(t *testing.T) {
 	var b bytes.Buffer
-	if err := Markdown(&b, rows()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Markdown(&b, rows()))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 2+9 {
-		t.Fatalf("%d lines, want header, rule and 9 rows:\n%s", len(lines), b.String())
-	}
+	require.Len(t, lines, 2+9, "want header, rule and 9 rows:\n%s", b.String())
 	want := "| set-namespace | 2 KiB | pod cold | 64 | 10 | 0 | 64ms | 2ms | 3s | 10.0/s | 40 MiB | - | - | - |"
-	if lines[len(lines)-1] != want {
-		t.Errorf("last row\n got %s\nwant %s", lines[len(lines)-1], want)
-	}
+	assert.Equal(t, want, lines[len(lines)-1], "last row")
 	for _, l := range lines {
-		if strings.Count(l, "|") != strings.Count(lines[0], "|") {
-			t.Errorf("ragged row: %s", l)
-		}
+		assert.Equal(t, strings.Count(lines[0], "|"), strings.Count(l, "|"), "ragged row: %s", l)
 	}
 }
 
 func TestChartsArePNGs(t *testing.T) {
 	files, err := Charts(t.TempDir(), rows())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) != 1 || !strings.HasSuffix(files[0], "/set-namespace-2-kib.png") {
-		t.Fatalf("files = %v, want one chart for the one scenario", files)
-	}
+	require.NoError(t, err)
+	require.Len(t, files, 1, "want one chart for the one scenario")
+	require.True(t, strings.HasSuffix(files[0], "/set-namespace-2-kib.png"), "files = %v, want one chart for the one scenario", files)
 	f, err := os.Open(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 300 {
-		t.Errorf("chart is %v", b)
-	}
+	require.NoError(t, err)
+	b := img.Bounds()
+	assert.GreaterOrEqual(t, b.Dx(), 400, "chart is %v", b)
+	assert.GreaterOrEqual(t, b.Dy(), 300, "chart is %v", b)
 }

@@ -61,9 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return grpcserving.FlagError(err)
 	}
-	// Logs go to a duplicate of stderr: fd 2 itself is captured while a
-	// starlark function runs in-process.
-	log := o.common.Logger(runner.DetachLog(stderr), "binary-runner")
+	log := o.common.Logger(stderr, "binary-runner")
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner", dialCreds)
 	if err != nil {
 		return err

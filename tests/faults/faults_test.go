@@ -286,3 +286,58 @@ func TestLargeResourceListMemory(t *testing.T) {
 		assert.Less(t, peak, 3*int64(len(data)), "%s peaked at %d MiB, not under 3× the %d MiB input", name, peak>>20, len(data)>>20)
 	}
 }
+
+// starlarkInput is a ResourceList whose functionConfig runs script.
+func starlarkInput(script string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: x\n")
+	b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: script\n  data:\n    source: |\n")
+	for _, line := range strings.Split(script, "\n") {
+		b.WriteString("      " + line + "\n")
+	}
+	return b.String()
+}
+
+// Hostile starlark scripts through the default route for starlark (the go
+// executor's entry): unbounded recursion fails the call and only the call,
+// a script that never ends is stopped at the caller's deadline, and each is
+// followed by ordinary calls that succeed on a binary-runner that never
+// stopped serving.
+func TestHostileStarlark(t *testing.T) {
+	s := stack.Start(t, stack.Options{})
+	runner := pid(t, s, "binary-runner")
+	starlarkExe, err := filepath.EvalSymlinks(filepath.Join(s.FunctionsDir, "starlark"))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, script string
+		want         codes.Code
+		// deadline: the recursion takes seconds to reach Go's 1 GB stack
+		// limit in the function's process.
+		deadline time.Duration
+	}{
+		{"unbounded recursion", "def f(n):\n  return f(n + 1)\nf(0)", codes.Internal, time.Minute},
+		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ledger.Run(context.Background(), ledger.Options{Calls: 2, Concurrency: 1, Deadline: tc.deadline},
+				evaluate(s, "starlark:v0.5.5", starlarkInput(tc.script)))
+			ledger.Check(t, tc.name, r, tc.want)
+			assert.Equal(t, 2, r.Codes[tc.want], "want %v for every call", tc.want)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, s.WaitHealthy(ctx, "binary-runner"), "the binary-runner stopped serving")
+			assert.Equal(t, runner, pid(t, s, "binary-runner"), "the binary-runner was restarted")
+			r = ledger.Run(context.Background(), ledger.Options{Calls: 4, Concurrency: 2, Deadline: 20 * time.Second},
+				func(ctx context.Context, i int) error {
+					if i%2 == 0 {
+						return evaluate(s, "set-namespace:v0.4.5", stack.Input)(ctx, i)
+					}
+					return evaluate(s, "starlark:v0.5.5", starlarkInput("print('hello')"))(ctx, i)
+				})
+			ledger.Check(t, "ordinary calls after "+tc.name, r)
+			require.Eventually(t, func() bool { return len(procstat.Running(starlarkExe)) == 0 }, harness.Wait, 20*time.Millisecond,
+				"a starlark process outlived its call")
+		})
+	}
+}

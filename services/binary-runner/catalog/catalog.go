@@ -1,6 +1,7 @@
-// Package catalog links the KRM catalog functions fnrunner ships into the
-// binary-runner, for its in-process Go executor. Each is the function's own
-// processor, run exactly as its binary runs it (fn.Run, as fn.AsMain does).
+// Package catalog lists the KRM catalog functions the binary-runner's go
+// executor serves. Most are linked in and run in-process, each the
+// function's own processor run exactly as its binary runs it (fn.Run, as
+// fn.AsMain does); starlark runs as its binary, in a process of its own.
 package catalog
 
 import (
@@ -9,7 +10,6 @@ import (
 	applyreplacements "github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements/replacements"
 	"github.com/kptdev/krm-functions-catalog/functions/go/apply-setters/applysetters"
 	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
-	"github.com/kptdev/krm-functions-catalog/functions/go/starlark/starlark"
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -21,7 +21,11 @@ func Functions() map[string]Function {
 		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
 		"apply-setters":      {Version: "v0.2.2", Process: ApplySetters},
 		"apply-replacements": {Version: "v0.1.5", Process: applyreplacements.ApplyReplacements},
-		"starlark":           {Version: "v0.5.5", Process: starlark.Process, WritesStderr: true},
+		// Scripts are written by users: one can end the Go runtime that
+		// runs it (unbounded recursion overflows the stack, a fatal error,
+		// not a panic), spin forever or write to fd 2. In a process of its
+		// own that costs the call and nothing else.
+		"starlark": {Version: "v0.5.5", Binary: "starlark"},
 	}
 }
 
@@ -29,11 +33,13 @@ func Functions() map[string]Function {
 type Function struct {
 	// Version of the catalog module it is built from.
 	Version string
-	// Process is its ResourceList processor.
+	// Process is its ResourceList processor, run in-process; nil when
+	// Binary is set.
 	Process fn.ResourceListProcessorFunc
-	// WritesStderr: the function writes its log straight to the process's
-	// stderr (starlark's print), which the runner must capture.
-	WritesStderr bool
+	// Binary, when set, is the function's binary in the binary-runner's
+	// functions directory, run in its own process as the binary executor
+	// runs binaries.
+	Binary string
 }
 
 // ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The

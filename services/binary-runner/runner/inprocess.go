@@ -10,7 +10,6 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
-	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
 
 // inProcess is the go executor's Runtime: a linked-in function run as its
@@ -19,13 +18,9 @@ import (
 // overruns it finishes in the background, its result discarded), and output
 // over maxOutputBytes fails the run as a binary's would.
 type inProcess struct {
-	fn catalog.Function
-	// tap captures fd 2 for functions that write their log there; it is
-	// the runner's, shared by all calls.
-	tap *stderrTap
-	// maxOutputBytes bounds the output (0: unbounded); maxLogBytes the log
-	// captured from fd 2.
-	maxOutputBytes, maxLogBytes int
+	process fn.ResourceListProcessorFunc
+	// maxOutputBytes bounds the output (0: unbounded).
+	maxOutputBytes int
 }
 
 // Run implements Runtime.
@@ -39,7 +34,7 @@ func (p *inProcess) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := p.run(data)
+		res, err := runInProcess(p.process, data)
 		done <- outcome{res, err}
 	}()
 	select {
@@ -51,23 +46,6 @@ func (p *inProcess) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 		}
 		return o.res, o.err
 	}
-}
-
-// run runs the function on input, with what it writes to fd 2 as the start
-// of its log when it writes there.
-func (p *inProcess) run(input []byte) (*fnresult.Result, error) {
-	if !p.fn.WritesStderr {
-		return runInProcess(p.fn.Process, input)
-	}
-	var res *fnresult.Result
-	var err error
-	log, tapErr := p.tap.capture(p.maxLogBytes, func() {
-		res, err = runInProcess(p.fn.Process, input)
-	})
-	if tapErr == nil {
-		res.Log = append(log, res.Log...)
-	}
-	return res, err
 }
 
 // runInProcess is fn.Run with what the function's binary would print and

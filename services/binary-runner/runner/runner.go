@@ -74,7 +74,6 @@ type Runner struct {
 	tables    Tables
 	opts      Options
 	functions map[string]catalog.Function
-	tap       stderrTap
 }
 
 // New returns a runner over the given table and linked-in functions.
@@ -145,10 +144,10 @@ func (r *Runner) goRuntime(id string) (Runtime, error) {
 	if !ok {
 		return nil, fmt.Errorf("no linked-in Go function with id %q", id)
 	}
-	return &inProcess{
-		fn:             f,
-		tap:            &r.tap,
-		maxOutputBytes: r.opts.MaxOutputBytes,
-		maxLogBytes:    r.opts.Exec.MaxLogBytes,
-	}, nil
+	if f.Binary != "" {
+		// Run out of process (catalog.Function.Binary), from the
+		// functions directory.
+		return r.binaryRuntime(f.Binary)
+	}
+	return &inProcess{process: f.Process, maxOutputBytes: r.opts.MaxOutputBytes}, nil
 }

@@ -38,19 +38,24 @@ func goEntry(image, id string) *configpb.FunctionConfig {
 
 const rl = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"
 
-func TestStarlarkPrintIsTheCallsLog(t *testing.T) {
-	r := newRunner(catalog.Functions(), goEntry("starlark", "starlark"))
-	req := &evalwire.Request{Image: "starlark:v1", ResourceList: evalwire.Bytes([]byte(rl + `functionConfig:
-  apiVersion: fn.kpt.dev/v1alpha1
-  kind: StarlarkRun
-  metadata:
-    name: p
-  source: |
-    print("hello from starlark")
-`))}
-	resp, err := r.EvaluateFunction(context.Background(), req)
+// A go entry whose function runs out of process (starlark) runs its binary
+// from the functions directory, and what it writes to stderr is that call's
+// log alone.
+func TestOutOfProcessFunctionRunsItsBinary(t *testing.T) {
+	dir := t.TempDir()
+	script := "#!/bin/sh\ncat\necho \"hello from $0\" >&2\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "starlark"), []byte(script), 0o755))
+	r := New(fixedTables{executortable.Build(&configpb.Snapshot{Version: 1, Functions: []*configpb.FunctionConfig{goEntry("starlark", "starlark")}})},
+		catalog.Functions(), Options{FunctionsDir: dir, Exec: fnexec.Options{MaxLogBytes: 1 << 20}, MaxOutputBytes: 1 << 20})
+	resp, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "starlark:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	require.NoError(t, err)
-	assert.Contains(t, string(resp.Log), "hello from starlark", "log, want the print output")
+	assert.Contains(t, string(resp.Log), "hello from "+filepath.Join(dir, "starlark"))
+	assert.Equal(t, rl, string(resp.ResourceList.Materialize()))
+
+	// Without its binary the entry cannot run: said, not guessed.
+	_, err = newRunner(catalog.Functions(), goEntry("starlark", "starlark")).EvaluateFunction(context.Background(),
+		&evalwire.Request{Image: "starlark:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	assert.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
 }
 
 func TestPanicIsInternal(t *testing.T) {

@@ -13,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
@@ -26,6 +29,8 @@ func TestEveryServiceHasHelp(t *testing.T) {
 		"FNRUNNER_GATEWAY":           {"-port", "-max-request-body-size", "-config-address", "-binary-runner-address", "-disable-runtimes", "-metrics-address", "-drain-timeout", "-log-level"},
 		"FNRUNNER_BINARY_RUNNER":     {"-port", "-functions", "-allow-absolute-binary-paths", "-max-request-body-size", "-config-address", "-metrics-address"},
 		"FNRUNNER_CONFIG_RECONCILER": {"-port", "-namespace", "-config-dir", "-default-image-prefix", "-leader-elect", "-kubeconfig", "-metrics-address"},
+		"FNRUNNER_POD_MANAGER":       {"-port", "-config-address", "-pod-namespace", "-pod-ttl", "-scan-interval", "-max-waitlist-length", "-max-parallel-pods-per-function", "-max-request-body-size", "-enable-private-registries", "-registry-auth-secret-path", "-warm-up-pod-cache", "-metrics-address"},
+		"FNRUNNER_WRAPPER_SERVER":    {"-port", "-listen-host", "-max-request-body-size", "-max-log-bytes", "-max-concurrent", "-max-queue", "-metrics-address"},
 	} {
 		out, err := exec.Command(harness.Binary(t, env), "--help").CombinedOutput()
 		assert.NoError(t, err, "%s --help", env)
@@ -35,6 +40,23 @@ func TestEveryServiceHasHelp(t *testing.T) {
 		bad, err := exec.Command(harness.Binary(t, env), "--no-such-flag").CombinedOutput()
 		assert.Error(t, err, "%s accepted an unknown flag:\n%s", env, bad)
 	}
+}
+
+// localstack starts any service, the wrapper-server included: on its own,
+// outside a pod, it runs its entrypoint once per call.
+func TestWrapperServerOnItsOwn(t *testing.T) {
+	s := stack.Start(t, stack.Options{})
+	addr, err := s.StartWrapperServer("wrapper-server", []string{harness.Binary(t, "FNRUNNER_SET_NAMESPACE")})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, s.WaitHealthy(ctx, "wrapper-server"))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(stack.Input)})
+	require.NoError(t, err)
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: prod")
 }
 
 // The gateway keeps serving the last executor table when the

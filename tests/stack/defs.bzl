@@ -8,9 +8,9 @@ Packages whose tests use tests/stack map go_test onto it in their BUILD file:
 load("@io_bazel_rules_go//go:def.bzl", "go_test")
 load("//tools/bzl:testenv.bzl", "test_env")
 
-# The service binaries, the catalog's and the test functions, and the local
+# The service binaries (the pod executor's included), the catalog's and the test functions, and the local
 # FunctionConfigs.
-_ENV = test_env(test_functions = True)
+_ENV = test_env(pod_executor = True, test_functions = True)
 
 def stack_go_test(name, data = [], env = {}, **kwargs):
     """go_test with the service binaries, function binaries and local FunctionConfigs.

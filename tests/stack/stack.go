@@ -73,14 +73,17 @@ type Stack struct {
 	conn         *grpc.ClientConn
 }
 
-// Binaries are the gateway, binary-runner and config-reconciler named by
-// FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER and FNRUNNER_CONFIG_RECONCILER.
+// Binaries are the gateway, binary-runner, config-reconciler and
+// wrapper-server named by FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER,
+// FNRUNNER_CONFIG_RECONCILER and FNRUNNER_WRAPPER_SERVER (the pod-manager is
+// the caller's to add: Start runs it when it is set).
 func Binaries(t testing.TB) localstack.Binaries {
 	t.Helper()
 	return localstack.Binaries{
 		Gateway:          harness.Binary(t, "FNRUNNER_GATEWAY"),
 		BinaryRunner:     harness.Binary(t, "FNRUNNER_BINARY_RUNNER"),
 		ConfigReconciler: harness.Binary(t, "FNRUNNER_CONFIG_RECONCILER"),
+		WrapperServer:    harness.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
 	}
 }
 

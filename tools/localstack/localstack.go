@@ -31,7 +31,8 @@ import (
 // Binaries are the service executables. Gateway and ConfigReconciler are
 // always run; BinaryRunner and PodManager when set. WrapperServer is not
 // run by Start: it runs inside function pods (tests/kubelet starts one per
-// pod, with the pod's args); it is here so that one Binaries names them all.
+// pod, with the pod's args, as a node does); StartWrapperServer runs one on
+// its own.
 type Binaries struct {
 	Gateway, BinaryRunner, ConfigReconciler string
 	PodManager, WrapperServer               string
@@ -205,6 +206,20 @@ func (s *Stack) StartPodManager(name string, args ...string) (string, error) {
 	}
 	return address, s.start(name, s.cfg.Binaries.PodManager, address,
 		s.common("--port="+portOf(address), "--config-address="+s.ConfigAddress), args)
+}
+
+// StartWrapperServer starts a wrapper-server named name on a free loopback
+// port that runs entrypoint once per call, as in a function pod, with args
+// added before "--", and returns its address. It does not wait for it to be
+// ready (see WaitHealthy).
+func (s *Stack) StartWrapperServer(name string, entrypoint []string, args ...string) (string, error) {
+	address, err := FreeAddress()
+	if err != nil {
+		return "", err
+	}
+	host, port, _ := net.SplitHostPort(address)
+	return address, s.start(name, s.cfg.Binaries.WrapperServer, address,
+		s.common("--listen-host="+host, "--port="+port), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
 }
 
 // StartGateway starts another gateway named name on a free port, reading

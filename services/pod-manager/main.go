@@ -183,10 +183,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := (&templates.Watcher{Client: direct, Namespace: o.podNamespace, WrapperImage: o.wrapperServerImage, Current: &current,
 		OnChange: func(t *templates.Templates) {
 			log.Info("templates changed; rolling function pods", "templateVersion", t.Version())
-			pods.Retire(func(key string) bool {
-				k, ok := kube.ParseCacheKey(key)
-				return ok && k.TemplateVersion == t.Version()
-			})
+			pods.Retire(func(key podcache.Key) bool { return key.TemplateVersion == t.Version() })
 		}}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -8,12 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
 // Adopter takes over pods found at start; *podcache.Cache implements it.
 type Adopter interface {
-	Adopt(key, pod, address string, ttl time.Duration)
+	Adopt(key podcache.Key, pod, address string, ttl time.Duration)
 }
 
 // Reconciled says what ReconcileExisting did.
@@ -37,8 +38,9 @@ func (b *Backend) ReconcileExisting(ctx context.Context, version string, address
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		current := p.Annotations[AnnotationTemplateVersion] == version && p.DeletionTimestamp == nil
-		if current && Ready(p) && p.Status.PodIP != "" && Failure(p) == "" && p.Annotations[AnnotationKey] != "" {
-			into.Adopt(p.Annotations[AnnotationKey], p.Name, Address(p, addressing), ttl)
+		key, keyed := podcache.ParseKey(p.Annotations[AnnotationKey])
+		if current && Ready(p) && p.Status.PodIP != "" && Failure(p) == "" && keyed {
+			into.Adopt(key, p.Name, Address(p, addressing), ttl)
 			alive[p.Name] = true
 			r.Adopted++
 			continue

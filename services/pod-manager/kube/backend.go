@@ -92,7 +92,7 @@ func (b *Backend) Create(ctx context.Context, f podcache.Function) (string, erro
 	}
 }
 
-func (b *Backend) pod(name, key string, spec *Spec, tpl *corev1.PodTemplateSpec) *corev1.Pod {
+func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.PodTemplateSpec) *corev1.Pod {
 	labels := map[string]string{}
 	for k, v := range tpl.Labels {
 		labels[k] = v
@@ -104,7 +104,7 @@ func (b *Backend) pod(name, key string, spec *Spec, tpl *corev1.PodTemplateSpec)
 	}
 	annotations[AnnotationTemplateVersion] = spec.Templates.Version()
 	annotations[AnnotationImage] = spec.Image
-	annotations[AnnotationKey] = key
+	annotations[AnnotationKey] = key.String()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace, Labels: labels, Annotations: annotations},
 		Spec:       *tpl.Spec.DeepCopy(),

@@ -23,9 +23,8 @@ import (
 // Function is what the cache needs to know about a function.
 type Function struct {
 	// Key identifies the function's pods; calls with the same key share
-	// them. The pod-manager's is a kube.CacheKey: image (with digest),
-	// template version and overrides.
-	Key string
+	// them.
+	Key Key
 	// MaxParallelExecutions bounds the function's pods (at least 1).
 	MaxParallelExecutions int
 	// PreferredMaxQueueLength is the load per pod that makes the cache start
@@ -70,7 +69,7 @@ type Cache struct {
 	cancels  chan *request
 	events   chan event
 	gc       chan chan []string
-	stats    chan chan map[string]Stats
+	stats    chan chan map[Key]Stats
 	done     chan struct{}
 }
 
@@ -96,12 +95,12 @@ type event struct {
 	// adopt is a ready pod found at start.
 	adopt *pod
 	// retire selects the functions whose pods go.
-	retire func(key string) bool
+	retire func(key Key) bool
 }
 
 type pod struct {
 	name     string // "" until Create returns
-	fn       string
+	fn       Key
 	address  string
 	ready    bool
 	running  int // leases handed out and not released
@@ -128,7 +127,7 @@ func New(backend Backend) *Cache {
 		cancels:  make(chan *request),
 		events:   make(chan event, 64),
 		gc:       make(chan chan []string),
-		stats:    make(chan chan map[string]Stats),
+		stats:    make(chan chan map[Key]Stats),
 		done:     make(chan struct{}),
 	}
 }
@@ -173,14 +172,14 @@ func (c *Cache) Acquire(ctx context.Context, f Function) (*Lease, error) {
 
 // Adopt adds a pod that already serves at address (one this pod-manager
 // created before it restarted) to the pods of the function with key.
-func (c *Cache) Adopt(key, name, address string, ttl time.Duration) {
+func (c *Cache) Adopt(key Key, name, address string, ttl time.Duration) {
 	c.send(event{adopt: &pod{name: name, fn: key, address: address, ready: true, ttl: ttl}})
 }
 
 // Retire deletes the pods of every function whose key keep rejects: idle
 // ones now, busy ones when their last call ends. New calls of those keys
 // get new pods (a changed template changes the key).
-func (c *Cache) Retire(keep func(key string) bool) {
+func (c *Cache) Retire(keep func(key Key) bool) {
 	c.send(event{retire: keep})
 }
 
@@ -215,8 +214,8 @@ type Stats struct {
 }
 
 // Stats returns the current state per function key.
-func (c *Cache) Stats() map[string]Stats {
-	ch := make(chan map[string]Stats, 1)
+func (c *Cache) Stats() map[Key]Stats {
+	ch := make(chan map[Key]Stats, 1)
 	select {
 	case c.stats <- ch:
 		return <-ch
@@ -229,7 +228,7 @@ func (c *Cache) Stats() map[string]Stats {
 // scanInterval (0: only when asked).
 func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 	defer close(c.done)
-	fns := map[string]*function{}
+	fns := map[Key]*function{}
 	pods := map[string]*pod{}
 	var tick <-chan time.Time
 	if scanInterval > 0 {
@@ -269,13 +268,13 @@ func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 type loop struct {
 	c    *Cache
 	ctx  context.Context
-	fns  map[string]*function
+	fns  map[Key]*function
 	pods map[string]*pod // by name, once created
 	// early holds Ready/Failed events for pods whose Create has not returned.
 	early map[string]event
 }
 
-func (l *loop) fn(key string) *function {
+func (l *loop) fn(key Key) *function {
 	f := l.fns[key]
 	if f == nil {
 		f = &function{}
@@ -489,8 +488,8 @@ func (l *loop) collect() []string {
 	return gone
 }
 
-func (l *loop) stats() map[string]Stats {
-	out := map[string]Stats{}
+func (l *loop) stats() map[Key]Stats {
+	out := map[Key]Stats{}
 	for key, f := range l.fns {
 		s := Stats{Pods: len(f.pods)}
 		for _, p := range f.pods {

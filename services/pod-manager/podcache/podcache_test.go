@@ -29,7 +29,7 @@ func (b *fakeBackend) Create(_ context.Context, f Function) (string, error) {
 		return "", err
 	}
 	b.n++
-	name := fmt.Sprintf("%s-%d", f.Key, b.n)
+	name := fmt.Sprintf("%s-%d", f.Key.Image, b.n)
 	b.created = append(b.created, name)
 	return name, nil
 }
@@ -78,7 +78,7 @@ func acquireAsync(c *Cache, ctx context.Context, f Function) chan result {
 	return ch
 }
 
-var fn = Function{Key: "sn", MaxParallelExecutions: 2, PreferredMaxQueueLength: 1, TTL: time.Minute}
+var fn = Function{Key: Key{Image: "sn"}, MaxParallelExecutions: 2, PreferredMaxQueueLength: 1, TTL: time.Minute}
 
 func TestEightCallsTwoPodsBalanced(t *testing.T) {
 	c, b, _ := start(t)
@@ -87,7 +87,7 @@ func TestEightCallsTwoPodsBalanced(t *testing.T) {
 		chans = append(chans, acquireAsync(c, context.Background(), fn))
 	}
 	require.Eventually(t, func() bool {
-		s := c.Stats()["sn"]
+		s := c.Stats()[Key{Image: "sn"}]
 		return s.Waiting == 8 && s.Pods == 2
 	}, wait, tick, "gave up waiting for 8 calls placed on 2 pods")
 	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for 2 creates")
@@ -118,14 +118,14 @@ func TestWarmReuseAndRelease(t *testing.T) {
 	require.Equal(t, "addr", r.lease.Address, "cold call")
 	r.lease.Release()
 	r.lease.Release() // twice: ignored
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for release")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Running == 0 }, wait, tick, "gave up waiting for release")
 	l, err := c.Acquire(context.Background(), fn)
 	require.NoError(t, err, "warm call")
 	require.Equal(t, created[0], l.Pod, "warm call")
 	l.Release()
 	got, _ := b.names()
 	assert.Len(t, got, 1, "warm call created a pod")
-	s := c.Stats()["sn"]
+	s := c.Stats()[Key{Image: "sn"}]
 	assert.GreaterOrEqual(t, s.Running, 0, "negative counters: %+v", s)
 	assert.GreaterOrEqual(t, s.Waiting, 0, "negative counters: %+v", s)
 }
@@ -133,7 +133,7 @@ func TestWarmReuseAndRelease(t *testing.T) {
 func TestReadyEventGoesToThatPod(t *testing.T) {
 	c, b, _ := start(t)
 	first := acquireAsync(c, context.Background(), fn)
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Pods == 1 }, wait, tick, "gave up waiting for first pod")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Pods == 1 }, wait, tick, "gave up waiting for first pod")
 	second := acquireAsync(c, context.Background(), fn)
 	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for two creates")
 	created, _ := b.names()
@@ -157,9 +157,9 @@ func TestReadyEventGoesToThatPod(t *testing.T) {
 
 func TestFailedPodRequeuesItsCalls(t *testing.T) {
 	c, b, _ := start(t)
-	one := Function{Key: "fl", MaxParallelExecutions: 1, PreferredMaxQueueLength: 4, TTL: time.Minute}
+	one := Function{Key: Key{Image: "fl"}, MaxParallelExecutions: 1, PreferredMaxQueueLength: 4, TTL: time.Minute}
 	chans := []chan result{acquireAsync(c, context.Background(), one), acquireAsync(c, context.Background(), one)}
-	require.Eventually(t, func() bool { return c.Stats()["fl"].Waiting == 2 }, wait, tick, "gave up waiting for two calls on one pod")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "fl"}].Waiting == 2 }, wait, tick, "gave up waiting for two calls on one pod")
 	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for its create")
 	created, _ := b.names()
 	c.PodFailed(created[0], errors.New("CrashLoopBackOff: back-off restarting failed container"))
@@ -175,9 +175,11 @@ func TestFailedPodRequeuesItsCalls(t *testing.T) {
 	}
 
 	// A call whose pods keep failing gets the reason.
-	ch := acquireAsync(c, context.Background(), Function{Key: "bad", MaxParallelExecutions: 1, PreferredMaxQueueLength: 1})
+	ch := acquireAsync(c, context.Background(), Function{Key: Key{Image: "bad"}, MaxParallelExecutions: 1, PreferredMaxQueueLength: 1})
 	for i := 0; i < maxAttempts; i++ {
-		require.Eventually(t, func() bool { return c.Stats()["bad"].Pods == 1 && c.Stats()["bad"].Waiting == 1 }, wait, tick, "gave up waiting for a pod for bad")
+		require.Eventually(t, func() bool {
+			return c.Stats()[Key{Image: "bad"}].Pods == 1 && c.Stats()[Key{Image: "bad"}].Waiting == 1
+		}, wait, tick, "gave up waiting for a pod for bad")
 		var pod string
 		require.Eventually(t, func() bool {
 			created, _ := b.names()
@@ -209,15 +211,15 @@ func TestCancelWhileWaiting(t *testing.T) {
 	c, b, _ := start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := acquireAsync(c, ctx, fn)
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Waiting == 1 }, wait, tick, "gave up waiting for waiting")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Waiting == 1 }, wait, tick, "gave up waiting for waiting")
 	cancel()
 	r := <-ch
 	assert.ErrorIs(t, r.err, context.Canceled, "cancelled call: %+v", r)
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Waiting == 0 }, wait, tick, "gave up waiting for no waiter left")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Waiting == 0 }, wait, tick, "gave up waiting for no waiter left")
 	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for its create")
 	created, _ := b.names()
 	c.PodReady(created[0], "x")
-	require.Eventually(t, func() bool { s := c.Stats()["sn"]; return s.Ready == 1 && s.Running == 0 }, wait, tick, "gave up waiting for pod ready and idle")
+	require.Eventually(t, func() bool { s := c.Stats()[Key{Image: "sn"}]; return s.Ready == 1 && s.Running == 0 }, wait, tick, "gave up waiting for pod ready and idle")
 }
 
 func TestTTLGarbageCollection(t *testing.T) {
@@ -229,7 +231,7 @@ func TestTTLGarbageCollection(t *testing.T) {
 	r := <-ch
 	assert.Empty(t, c.CollectGarbage(), "busy pod collected")
 	r.lease.Release()
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for idle")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Running == 0 }, wait, tick, "gave up waiting for idle")
 	assert.Empty(t, c.CollectGarbage(), "pod collected before its TTL")
 	*now = now.Add(2 * time.Minute)
 	assert.Equal(t, []string{created[0]}, c.CollectGarbage(), "collected after the TTL")
@@ -238,8 +240,8 @@ func TestTTLGarbageCollection(t *testing.T) {
 
 func TestAdoptedPodIsUsed(t *testing.T) {
 	c, b, _ := start(t)
-	c.Adopt("sn", "sn-old", "old:9446", time.Minute)
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
+	c.Adopt(Key{Image: "sn"}, "sn-old", "old:9446", time.Minute)
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Ready == 1 }, wait, tick, "gave up waiting for adoption")
 	l, err := c.Acquire(context.Background(), fn)
 	require.NoError(t, err)
 	require.Equal(t, "sn-old", l.Pod, "want the adopted pod")
@@ -251,33 +253,36 @@ func TestAdoptedPodIsUsed(t *testing.T) {
 
 func TestRetire(t *testing.T) {
 	c, b, _ := start(t)
-	c.Adopt("sn|v1", "idle", "a", time.Hour)
-	c.Adopt("sn|v1", "busy", "b", time.Hour)
-	c.Adopt("sn|v2", "new", "c", time.Hour)
-	require.Eventually(t, func() bool { s := c.Stats(); return s["sn|v1"].Ready == 2 && s["sn|v2"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
-	old := Function{Key: "sn|v1", MaxParallelExecutions: 2, PreferredMaxQueueLength: 1}
+	c.Adopt(Key{Image: "sn", TemplateVersion: "v1"}, "idle", "a", time.Hour)
+	c.Adopt(Key{Image: "sn", TemplateVersion: "v1"}, "busy", "b", time.Hour)
+	c.Adopt(Key{Image: "sn", TemplateVersion: "v2"}, "new", "c", time.Hour)
+	require.Eventually(t, func() bool {
+		s := c.Stats()
+		return s[Key{Image: "sn", TemplateVersion: "v1"}].Ready == 2 && s[Key{Image: "sn", TemplateVersion: "v2"}].Ready == 1
+	}, wait, tick, "gave up waiting for adoption")
+	old := Function{Key: Key{Image: "sn", TemplateVersion: "v1"}, MaxParallelExecutions: 2, PreferredMaxQueueLength: 1}
 	l1, err := c.Acquire(context.Background(), old)
 	require.NoError(t, err)
-	c.Retire(func(key string) bool { return key == "sn|v2" })
+	c.Retire(func(key Key) bool { return key == Key{Image: "sn", TemplateVersion: "v2"} })
 	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for idle old pod deleted")
 	_, d := b.names()
 	require.NotEqual(t, l1.Pod, d[0], "deleted the busy pod")
 	l1.Release()
 	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 2 }, wait, tick, "gave up waiting for busy old pod deleted after its call")
 	s := c.Stats()
-	assert.Equal(t, 1, s["sn|v2"].Pods, "stats after retiring: %+v", s)
-	assert.Zero(t, s["sn|v1"].Pods, "stats after retiring: %+v", s)
+	assert.Equal(t, 1, s[Key{Image: "sn", TemplateVersion: "v2"}].Pods, "stats after retiring: %+v", s)
+	assert.Zero(t, s[Key{Image: "sn", TemplateVersion: "v1"}].Pods, "stats after retiring: %+v", s)
 }
 
 func TestCallsRefreshTheTTL(t *testing.T) {
 	c, _, now := start(t)
-	c.Adopt("sn", "adopted", "a", time.Hour) // adopted with the default
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Ready == 1 }, wait, tick, "gave up waiting for adoption")
-	short := Function{Key: "sn", MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute}
+	c.Adopt(Key{Image: "sn"}, "adopted", "a", time.Hour) // adopted with the default
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Ready == 1 }, wait, tick, "gave up waiting for adoption")
+	short := Function{Key: Key{Image: "sn"}, MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute}
 	l, err := c.Acquire(context.Background(), short)
 	require.NoError(t, err)
 	l.Release()
-	require.Eventually(t, func() bool { return c.Stats()["sn"].Running == 0 }, wait, tick, "gave up waiting for idle")
+	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Running == 0 }, wait, tick, "gave up waiting for idle")
 	*now = now.Add(2 * time.Minute)
 	assert.Len(t, c.CollectGarbage(), 1, "the FunctionConfig's 1m TTL did not replace the adopted pod's 1h")
 }

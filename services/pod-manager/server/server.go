@@ -226,7 +226,7 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	}
 	f := settings.function
 	f.Spec = spec
-	f.Key = kube.CacheKey{Image: spec.Image, TemplateVersion: spec.Templates.Version(), Overrides: settings.overridesHash}.String()
+	f.Key = podcache.Key{Image: spec.Image, TemplateVersion: spec.Templates.Version(), Overrides: settings.overridesHash}
 
 	lease, err := s.cache.Acquire(ctx, f)
 	switch {

@@ -58,6 +58,50 @@ func TestNotReadyWithoutConfig(t *testing.T) {
 	assert.Contains(t, logs.String(), `"msg":"stopped"`, "no structured stop log")
 }
 
+// rawCodec sends a []byte as the body as it is, as an attacker's client
+// would.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// A body of 6 MiB of nested protobuf start-group tags once overflowed a
+// goroutine's stack in the gateway, a fatal error on the porch-facing port:
+// now it is InvalidArgument, and the gateway keeps answering.
+func TestNestedGroupsBodyIsRefusedAndTheGatewayKeepsServing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	unreachable := "127.0.0.1:1"
+	go func() {
+		done <- serve(ctx, []string{"--port=0", "--metrics-address=", "--config-address=" + unreachable, "--binary-runner-address=" + unreachable}, &bytes.Buffer{}, ready)
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		require.Failf(t, "gateway exited early", "%v", err)
+	}
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer callCancel()
+
+	var out []byte
+	err = conn.Invoke(callCtx, pb.FunctionEvaluator_EvaluateFunction_FullMethodName, bytes.Repeat([]byte{0x0b}, 6<<20), &out, grpc.ForceCodec(rawCodec{}))
+	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+
+	_, err = healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err, "health check after the nested body")
+	_, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(callCtx, &pb.EvaluateFunctionRequest{
+		Image: "set-namespace:v0.4.5", ResourceList: []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n")})
+	assert.Equal(t, codes.Unavailable, status.Code(err), "an ordinary call after the nested body: %v", err)
+	cancel()
+	require.NoError(t, <-done, "gateway did not stop cleanly")
+}
+
 func TestHelpExplainsEveryFlag(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"--help"}, &out)

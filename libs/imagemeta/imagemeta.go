@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"golang.org/x/sync/singleflight"
 )
 
 // Metadata is what the pod-manager needs to know about an image.
@@ -38,32 +40,41 @@ type Metadata struct {
 // Options configure a Resolver.
 type Options struct {
 	// DockerConfigPath is a dockerconfigjson file with registry credentials
-	// ("" = anonymous).
+	// ("" = anonymous). It is read again when it changes (a mounted Secret
+	// that is updated).
 	DockerConfigPath string
 	// CAPaths are PEM files or directories of them (ca.crt, ca.pem, *.crt,
 	// *.pem) whose certificates are trusted besides the system roots.
 	CAPaths []string
+	// AllowedRegistries are registries (host or host:port) that may be
+	// dialled at private or loopback addresses: in-cluster registries sit
+	// on private ClusterIPs. Every other registry must resolve to public
+	// addresses; link-local ones (cloud metadata) are never dialled.
+	AllowedRegistries []string
 	// TTL is how long a tag's metadata is reused (0 = 5 minutes).
 	TTL time.Duration
+	// NegativeTTL is how long "no such image" is remembered (0 = 30 s).
+	NegativeTTL time.Duration
+	// MaxEntries bounds the cache, least recently used first out (0 = 1024).
+	MaxEntries int
 	// Platform to resolve in multi-platform images (default linux/amd64).
 	Platform v1.Platform
 }
 
-// Resolver resolves and caches image metadata. It is safe for concurrent use.
+// Resolver resolves and caches image metadata. Concurrent lookups of one
+// image share one registry request; when the registry fails, an expired
+// entry is served rather than nothing. It is safe for concurrent use.
 type Resolver struct {
 	keychain  authn.Keychain
 	transport http.RoundTripper
 	ttl       time.Duration
+	negTTL    time.Duration
 	platform  v1.Platform
 	now       func() time.Time
+	flight    singleflight.Group
 
 	mu    sync.Mutex
-	cache map[string]cached
-}
-
-type cached struct {
-	meta    Metadata
-	expires time.Time // zero: never (pinned by digest)
+	cache *lru
 }
 
 // New returns a Resolver.
@@ -71,24 +82,29 @@ func New(opts Options) (*Resolver, error) {
 	r := &Resolver{
 		keychain: authn.NewMultiKeychain(), // anonymous
 		ttl:      opts.TTL,
+		negTTL:   opts.NegativeTTL,
 		platform: opts.Platform,
 		now:      time.Now,
-		cache:    map[string]cached{},
+		cache:    newLRU(opts.MaxEntries),
 	}
 	if r.ttl <= 0 {
 		r.ttl = 5 * time.Minute
+	}
+	if r.negTTL <= 0 {
+		r.negTTL = 30 * time.Second
 	}
 	if r.platform.OS == "" {
 		r.platform = v1.Platform{OS: "linux", Architecture: "amd64"}
 	}
 	if opts.DockerConfigPath != "" {
-		kc, err := LoadDockerConfig(opts.DockerConfigPath)
+		kc, err := newFileKeychain(opts.DockerConfigPath)
 		if err != nil {
 			return nil, err
 		}
 		r.keychain = kc
 	}
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = newDialGuard(opts.AllowedRegistries).DialContext
 	if len(opts.CAPaths) > 0 {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
@@ -111,14 +127,109 @@ func New(opts Options) (*Resolver, error) {
 // is nothing to run in a function pod.
 var ErrNoEntrypoint = errors.New("the image has neither Entrypoint nor Cmd")
 
+// RegistryError is a registry's refusal, without the body it came with (a
+// registry's error body is the registry's, not the caller's to read).
+type RegistryError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Codes are the distribution error codes (MANIFEST_UNKNOWN, ...).
+	Codes []transport.ErrorCode
+}
+
+func (e *RegistryError) Error() string {
+	if len(e.Codes) == 0 {
+		return fmt.Sprintf("registry answered %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	}
+	codes := make([]string, len(e.Codes))
+	for i, c := range e.Codes {
+		codes[i] = string(c)
+	}
+	return fmt.Sprintf("registry answered %d %s", e.StatusCode, strings.Join(codes, ", "))
+}
+
+// NotFound: the registry does not have the repository or the reference.
+func (e *RegistryError) NotFound() bool {
+	for _, c := range e.Codes {
+		if c == transport.ManifestUnknownErrorCode || c == transport.NameUnknownErrorCode || c == transport.BlobUnknownErrorCode {
+			return true
+		}
+	}
+	return e.StatusCode == http.StatusNotFound
+}
+
+// Denied: the registry refused the credentials (or their absence).
+func (e *RegistryError) Denied() bool {
+	for _, c := range e.Codes {
+		if c == transport.UnauthorizedErrorCode || c == transport.DeniedErrorCode {
+			return true
+		}
+	}
+	return e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden
+}
+
+// clean takes the registry's body out of err: go-containerregistry's
+// transport.Error says what the registry's body said, which is the
+// registry's, not the caller's to read. Its place is taken by a
+// RegistryError (status and error codes), which errors.As finds; the rest
+// of err's text (a TLS failure beside it, say) stays.
+func clean(err error) error {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return err
+	}
+	re := &RegistryError{StatusCode: te.StatusCode}
+	for _, d := range te.Errors {
+		re.Codes = append(re.Codes, d.Code)
+	}
+	msg := re.Error()
+	if full, raw := err.Error(), te.Error(); strings.Contains(full, raw) {
+		msg = strings.ReplaceAll(full, raw, re.Error())
+	}
+	return &cleanedError{msg: msg, registry: re}
+}
+
+// cleanedError is an error whose registry body clean took out.
+type cleanedError struct {
+	msg      string
+	registry *RegistryError
+}
+
+func (e *cleanedError) Error() string { return e.msg }
+func (e *cleanedError) Unwrap() error { return e.registry }
+
 // Resolve returns the image's metadata, from the cache while it is fresh.
 func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) {
 	r.mu.Lock()
-	c, ok := r.cache[image]
+	c, ok := r.cache.get(image)
 	r.mu.Unlock()
-	if ok && (c.expires.IsZero() || r.now().Before(c.expires)) {
+	now := r.now()
+	if ok && c.fresh(now) {
+		return c.meta, c.err
+	}
+	// One registry request per image at a time; the others wait for it. It
+	// runs on its own context, so that one caller giving up does not fail
+	// the others.
+	v, err, _ := r.flight.Do(image, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		return r.fetch(fctx, image)
+	})
+	if err == nil {
+		return v.(Metadata), nil
+	}
+	var re *RegistryError
+	switch {
+	case errors.As(err, &re) && re.NotFound():
+		r.store(image, cached{err: err, expires: r.now().Add(r.negTTL)})
+	case ok && c.err == nil:
+		// The registry failed (down, throttling): what it said last is
+		// better than nothing.
 		return c.meta, nil
 	}
+	return Metadata{}, err
+}
+
+func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
 	ref, err := name.ParseReference(image, name.StrictValidation)
 	if err != nil {
 		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
@@ -131,15 +242,15 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	}
 	desc, err := remote.Get(ref, opts...)
 	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
+		return Metadata{}, fmt.Errorf("image %q: %w", image, clean(err))
 	}
 	img, err := desc.Image()
 	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
+		return Metadata{}, fmt.Errorf("image %q: %w", image, clean(err))
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: config: %w", image, err)
+		return Metadata{}, fmt.Errorf("image %q: config: %w", image, clean(err))
 	}
 	meta := Metadata{Digest: desc.Digest.String(), Entrypoint: cfg.Config.Entrypoint}
 	if len(meta.Entrypoint) == 0 {
@@ -152,10 +263,14 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	if _, pinned := ref.(name.Digest); !pinned {
 		entry.expires = r.now().Add(r.ttl)
 	}
-	r.mu.Lock()
-	r.cache[image] = entry
-	r.mu.Unlock()
+	r.store(image, entry)
 	return meta, nil
+}
+
+func (r *Resolver) store(image string, c cached) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache.put(image, c)
 }
 
 // dockerConfig is a dockerconfigjson file.

@@ -21,7 +21,7 @@ func TestPrivateRegistryWithCustomCA(t *testing.T) {
 	digest := reg.Push(t, image, v1.Config{Entrypoint: []string{"/usr/local/bin/function"}})
 	cmdOnly := reg.Push(t, host+"/fns/cmd-only:v1", v1.Config{Cmd: []string{"/fn", "--serve"}})
 
-	r, err := New(Options{DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password), CAPaths: []string{filepath.Dir(ca)}})
+	r, err := New(Options{AllowedRegistries: []string{host}, DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password), CAPaths: []string{filepath.Dir(ca)}})
 	require.NoError(t, err)
 	ctx := context.Background()
 	meta, err := r.Resolve(ctx, image)
@@ -36,13 +36,13 @@ func TestPrivateRegistryWithCustomCA(t *testing.T) {
 	}
 
 	// Without credentials: refused, saying so.
-	anon, err := New(Options{CAPaths: []string{ca}})
+	anon, err := New(Options{AllowedRegistries: []string{host}, CAPaths: []string{ca}})
 	require.NoError(t, err)
 	if _, err := anon.Resolve(ctx, image); assert.Error(t, err, "anonymous resolve") {
 		assert.Contains(t, strings.ToLower(err.Error()), "unauthorized", "anonymous resolve")
 	}
 	// Without the CA: the certificate is not trusted.
-	noCA, err := New(Options{DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password)})
+	noCA, err := New(Options{AllowedRegistries: []string{host}, DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password)})
 	require.NoError(t, err)
 	_, err = noCA.Resolve(ctx, image)
 	assert.ErrorContains(t, err, "certificate", "resolve without the CA")
@@ -53,7 +53,7 @@ func TestTagsExpireDigestsDoNot(t *testing.T) {
 	host, ca := reg.Host, reg.CAFile
 	image := host + "/fns/fn:v1"
 	first := reg.Push(t, image, v1.Config{Entrypoint: []string{"/one"}})
-	r, err := New(Options{DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password), CAPaths: []string{ca}, TTL: time.Minute})
+	r, err := New(Options{AllowedRegistries: []string{host}, DockerConfigPath: reg.DockerConfig(t, testregistry.User, testregistry.Password), CAPaths: []string{ca}, TTL: time.Minute})
 	require.NoError(t, err)
 	now := time.Unix(1000, 0)
 	r.now = func() time.Time { return now }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,7 @@ type options struct {
 	wrapperServerImage       string
 	podAddress               string
 	imageMetadataTTL         time.Duration
+	allowedRegistries        []string
 	kubeconfig               string
 	owner                    string
 	runUnclaimed             bool
@@ -85,6 +87,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.enablePrivateRegistries, "enable-private-registries", false, "Use the credentials at --registry-auth-secret-path for image metadata and as the pods' pull secret.")
 	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
 	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")
+	fs.Func("allowed-registries", "Comma-separated registries (host or host:port) that image lookups may reach at private or loopback addresses, such as an in-cluster registry on a ClusterIP; others must resolve to public addresses, and link-local ones (cloud metadata) are never reached.", func(v string) error {
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				o.allowedRegistries = append(o.allowedRegistries, r)
+			}
+		}
+		return nil
+	})
 	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
 	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
@@ -144,7 +154,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var current atomic.Pointer[templates.Templates]
 	current.Store(tpl)
 
-	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL}
+	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries}
 	pullSecret := ""
 	if o.enablePrivateRegistries {
 		metaOpts.DockerConfigPath = o.registryAuthSecretPath

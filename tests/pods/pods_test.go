@@ -115,7 +115,8 @@ func start(t testing.TB) *fixture {
 	pmArgs := []string{"--kubeconfig=" + kubeconfig(t, env), "--pod-namespace=" + ns, "--owner=replica-0", "--pod-address=pod-ip",
 		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms",
 		"--enable-private-registries", "--registry-auth-secret-path=" + reg.DockerConfigByHost(t, testregistry.User, testregistry.Password),
-		"--registry-auth-secret-name=fn-pull", "--enable-private-registries-tls", "--tls-secret-path=" + filepath.Dir(reg.CAFile)}
+		"--registry-auth-secret-name=fn-pull", "--enable-private-registries-tls", "--tls-secret-path=" + filepath.Dir(reg.CAFile),
+		"--allowed-registries=" + reg.Host}
 	bins := localstack.Binaries{
 		Gateway:          harness.Binary(t, "FNRUNNER_GATEWAY"),
 		ConfigReconciler: harness.Binary(t, "FNRUNNER_CONFIG_RECONCILER"),
@@ -135,7 +136,7 @@ func start(t testing.TB) *fixture {
 	wctx, wcancel := context.WithTimeout(ctx, harness.Wait)
 	defer wcancel()
 	require.NoError(t, s.WaitHealthy(wctx, "pod-manager"), "pod-manager\n%s", s.Log("pod-manager"))
-	require.NoError(t, s.WaitServing(wctx), "gateway\n%s", s.Log("pod-manager"))
+	require.NoError(t, s.WaitServing(wctx), "gateway\n%s", s.Log("gateway"))
 	return &fixture{env: env, kubelet: k, stack: s, client: dial(t, s.PodManagerAddress), gateway: dial(t, s.GatewayAddress),
 		host: host, registry: reg, digest: digest, pmArgs: pmArgs}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -40,25 +41,39 @@ type Registry struct {
 	// Transport reaches the registry (it trusts the certificate).
 	Transport http.RoundTripper
 	srv       *httptest.Server
+	manifests atomic.Int64
 }
+
+// UnauthorizedBody is the body of the registry's 401 answers: a caller's
+// error must never show it.
+const UnauthorizedBody = "unauthorized: registry-body-not-for-callers"
 
 // New starts a registry.
 func New(t testing.TB) *Registry {
 	t.Helper()
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	out := &Registry{}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != User || p != Password {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			http.Error(w, UnauthorizedBody, http.StatusUnauthorized)
 			return
+		}
+		if strings.Contains(r.URL.Path, "/manifests/") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			out.manifests.Add(1)
 		}
 		reg.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	require.NoError(t, os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644))
-	return &Registry{Host: strings.TrimPrefix(srv.URL, "https://"), CAFile: ca, Transport: srv.Client().Transport, srv: srv}
+	out.Host, out.CAFile, out.Transport, out.srv = strings.TrimPrefix(srv.URL, "https://"), ca, srv.Client().Transport, srv
+	return out
 }
+
+// ManifestRequests counts the manifest GETs and HEADs the registry answered
+// to authenticated clients.
+func (r *Registry) ManifestRequests() int64 { return r.manifests.Load() }
 
 // Close stops the registry before the test ends, e.g. to show that
 // something no longer needs it.

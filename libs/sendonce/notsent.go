@@ -9,34 +9,47 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The ErrorInfo status detail that marks a call as not sent, so that the
-// mark survives every gRPC hop (pod-manager → gateway → porch).
+// The ErrorInfo status details that mark an answer as "nothing ran", so
+// that the mark survives every gRPC hop (pod-manager → gateway → porch).
 const (
+	// notSentReason: the executor did not take the call; another may.
 	notSentReason = "CALL_NOT_SENT"
+	// notRunReason: the executor took the call and failed before it ran
+	// the function; another would fare no better.
+	notRunReason  = "CALL_NOT_RUN"
 	notSentDomain = "fnrunner.kpt.dev"
 )
 
-// NotSentError is the answer to a call that never reached a function:
-// nothing ran, so the call may wait or go to another executor. It is a
-// gRPC status (Unavailable unless said otherwise) that carries an ErrorInfo
-// detail; Interceptor turns such a status from an executor service back
-// into a *NotSentError, so callers decide with errors.As at every hop.
+// NotSentError is an Unavailable answer to a call that ran nothing, so it
+// may be repeated: a gRPC status that carries an ErrorInfo detail.
+// Interceptor turns such a status from an executor service back into a
+// *NotSentError, so callers decide with errors.As at every hop.
 type NotSentError struct {
-	status *status.Status
+	status    *status.Status
+	elsewhere bool
 }
 
-// NotSent returns a *NotSentError with code (OK is no failure: it becomes
-// Unavailable) and message.
-func NotSent(code codes.Code, format string, args ...any) error {
-	if code == codes.OK {
-		code = codes.Unavailable
-	}
-	st := status.New(code, fmt.Sprintf(format, args...))
-	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: notSentReason, Domain: notSentDomain}); err == nil {
+// NotSent says the executor did not take the call (unreachable, or not
+// ready: no executor table yet): another executor may take it.
+func NotSent(format string, args ...any) error { return notSent(notSentReason, format, args...) }
+
+// NotRun says the executor took the call but failed before it ran the
+// function (its registry is down, no pod came up): nothing ran, but the
+// call stays with this executor (another would start pods of its own for
+// the same failure).
+func NotRun(format string, args ...any) error { return notSent(notRunReason, format, args...) }
+
+func notSent(reason, format string, args ...any) error {
+	st := status.New(codes.Unavailable, fmt.Sprintf(format, args...))
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: notSentDomain}); err == nil {
 		st = d
 	}
-	return &NotSentError{status: st}
+	return &NotSentError{status: st, elsewhere: reason == notSentReason}
 }
+
+// Elsewhere reports whether another executor may take the call (NotSent,
+// not NotRun).
+func (e *NotSentError) Elsewhere() bool { return e.elsewhere }
 
 func (e *NotSentError) Error() string { return e.status.Err().Error() }
 
@@ -63,7 +76,7 @@ func unmark(err error) error {
 }
 
 func isMark(info *errdetails.ErrorInfo) bool {
-	return info.GetReason() == notSentReason && info.GetDomain() == notSentDomain
+	return info.GetDomain() == notSentDomain && (info.GetReason() == notSentReason || info.GetReason() == notRunReason)
 }
 
 // received gives back the *NotSentError an executor service answered with,
@@ -79,7 +92,7 @@ func received(err error) *NotSentError {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && isMark(info) {
-			return &NotSentError{status: st}
+			return &NotSentError{status: st, elsewhere: info.GetReason() == notSentReason}
 		}
 	}
 	return nil

@@ -54,7 +54,7 @@ func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			return NotSent(codes.Unavailable, "executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
+			return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 		}
 		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
 		if ns := received(err); ns != nil {

@@ -138,7 +138,7 @@ func TestBrokenDropsTheMarkOfASentCall(t *testing.T) {
 
 	// The executor services' own not-sent answers keep it through the
 	// interceptor (they are fnrunner's), and it survives the wire.
-	ns := NotSent(codes.Unavailable, "no table yet")
+	ns := NotSent("no table yet")
 	wire := status.Convert(ns).Err()
 	require.NotNil(t, received(wire))
 	assert.Equal(t, codes.Unavailable, status.Code(received(wire)))

@@ -19,17 +19,16 @@ import (
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
-// TestNotReadyWithoutConfig starts the gateway as main does, with nothing
-// behind it, and talks to it with the generated client: it must say it is
-// not serving and answer Unavailable, and stop cleanly.
-func TestNotReadyWithoutConfig(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+// startAlone starts the gateway as main does, in this process, with nothing
+// behind it (no config-reconciler, no executor), logging to logs; it runs
+// until ctx ends, and done then gives serve's answer.
+func startAlone(t *testing.T, ctx context.Context, logs *bytes.Buffer) (*grpc.ClientConn, <-chan error) {
+	t.Helper()
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	var logs bytes.Buffer
 	unreachable := "127.0.0.1:1"
 	go func() {
-		done <- serve(ctx, []string{"--port=0", "--metrics-address=", "--config-address=" + unreachable, "--binary-runner-address=" + unreachable}, &logs, ready)
+		done <- serve(ctx, []string{"--port=0", "--metrics-address=", "--config-address=" + unreachable, "--binary-runner-address=" + unreachable}, logs, ready)
 	}()
 	var addr net.Addr
 	select {
@@ -39,7 +38,17 @@ func TestNotReadyWithoutConfig(t *testing.T) {
 	}
 	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return conn, done
+}
+
+// TestNotReadyWithoutConfig starts the gateway as main does, with nothing
+// behind it, and talks to it with the generated client: it must say it is
+// not serving and answer Unavailable, and stop cleanly.
+func TestNotReadyWithoutConfig(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs bytes.Buffer
+	conn, done := startAlone(t, ctx, &logs)
 	callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer callCancel()
 
@@ -71,26 +80,12 @@ func (rawCodec) Name() string                       { return "proto" }
 // now it is InvalidArgument, and the gateway keeps answering.
 func TestNestedGroupsBodyIsRefusedAndTheGatewayKeepsServing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	unreachable := "127.0.0.1:1"
-	go func() {
-		done <- serve(ctx, []string{"--port=0", "--metrics-address=", "--config-address=" + unreachable, "--binary-runner-address=" + unreachable}, &bytes.Buffer{}, ready)
-	}()
-	var addr net.Addr
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		require.Failf(t, "gateway exited early", "%v", err)
-	}
-	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
+	conn, done := startAlone(t, ctx, &bytes.Buffer{})
 	callCtx, callCancel := context.WithTimeout(ctx, 30*time.Second)
 	defer callCancel()
 
 	var out []byte
-	err = conn.Invoke(callCtx, pb.FunctionEvaluator_EvaluateFunction_FullMethodName, bytes.Repeat([]byte{0x0b}, 6<<20), &out, grpc.ForceCodec(rawCodec{}))
+	err := conn.Invoke(callCtx, pb.FunctionEvaluator_EvaluateFunction_FullMethodName, bytes.Repeat([]byte{0x0b}, 6<<20), &out, grpc.ForceCodec(rawCodec{}))
 	assert.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
 
 	_, err = healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{})

@@ -89,7 +89,7 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 	defer req.Free()
 	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
-		return nil, sendonce.NotSent(codes.Unavailable, "binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		return nil, sendonce.NotSent("binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {

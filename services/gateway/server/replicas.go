@@ -7,7 +7,6 @@ import (
 	"sort"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -62,14 +61,14 @@ func mix(x uint64) uint64 {
 
 // Evaluate implements Executor.
 func (rs Replicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
-	err := sendonce.NotSent(codes.Unavailable, "no pod-manager replica to run %q", ref.String())
+	err := sendonce.NotSent("no pod-manager replica to run %q", ref.String())
 	for _, r := range rs.Order(ref) {
 		var resp *evalwire.Response
 		resp, err = r.Client.Evaluate(ctx, ref, req)
 		// Only a call the replica did not take moves on: any other answer
 		// means it owns the function and answered (or may have run it).
 		var notSent *sendonce.NotSentError
-		if !errors.As(err, &notSent) || ctx.Err() != nil {
+		if !errors.As(err, &notSent) || !notSent.Elsewhere() || ctx.Err() != nil {
 			return resp, err
 		}
 	}

@@ -145,7 +145,7 @@ func ownedBy(t *testing.T, rs Replicas, addr string) imagematch.Reference {
 // A replica that says it ran nothing (its own not-sent answer crosses the
 // gRPC boundary as a status detail) passes the call on too.
 func TestReplicaThatRanNothingFailsOver(t *testing.T) {
-	empty := &podManager{name: "empty", answer: sendonce.NotSent(codes.Unavailable, "no executor table yet")}
+	empty := &podManager{name: "empty", answer: sendonce.NotSent("no executor table yet")}
 	up := &podManager{name: "up"}
 	emptyAddr, _ := serve(t, empty)
 	upAddr, _ := serve(t, up)
@@ -170,6 +170,7 @@ func TestOwnersAnswerIsFinal(t *testing.T) {
 		{"unavailable whose text looks like a connection error", &podManager{answer: status.Error(codes.Unavailable, "connection error: connection refused")}, false, codes.Unavailable},
 		{"function failed", &podManager{answer: status.Error(codes.Internal, "exit 1")}, false, codes.Internal},
 		{"not found", &podManager{answer: status.Error(codes.NotFound, `function "x" not found`)}, false, codes.NotFound},
+		{"took the call, failed before running it", &podManager{answer: sendonce.NotRun("registry down; the function was not run")}, false, codes.Unavailable},
 		{"replica died mid-call", &podManager{hold: true}, true, codes.Unavailable},
 	}
 	for _, tt := range tests {

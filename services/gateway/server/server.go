@@ -84,7 +84,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	defer req.Free()
 	tables := e.tables.Tables()
 	if tables == nil {
-		return nil, sendonce.NotSent(codes.Unavailable, "the gateway has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		return nil, sendonce.NotSent("the gateway has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {

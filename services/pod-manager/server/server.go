@@ -8,12 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -111,7 +109,7 @@ func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire
 		conn, err := s.conns.Get(lease.Pod, lease.Address)
 		if err != nil {
 			lease.Release()
-			return nil, sendonce.NotSent(codes.Unavailable, "function %q: pod %s: %v", req.Image, lease.Pod, err)
+			return nil, sendonce.NotRun("function %q: pod %s: %v", req.Image, lease.Pod, err)
 		}
 		if err := sendonce.WaitReady(ctx, conn, podConnectWait); err != nil {
 			lease.Release()
@@ -121,7 +119,7 @@ func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire
 			s.conns.Close(lease.Pod)
 			s.cache.PodFailed(lease.Pod, fmt.Errorf("wrapper-server at %s not reachable", lease.Address))
 			if attempt == podAttempts {
-				return nil, sendonce.NotSent(codes.Unavailable, "function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
+				return nil, sendonce.NotRun("function %q: %d pods in a row did not accept the call (last: %s at %s); it was not run",
 					req.Image, attempt, lease.Pod, lease.Address)
 			}
 			continue
@@ -141,16 +139,16 @@ func (e *notClaimedError) Error() string { return fmt.Sprintf("function %q not f
 // toStatus is the one place where the pod-manager's errors become gRPC
 // answers, decided by their types. Every error that is not yet an answer
 // came before a pod was asked, so nothing ran: an Unavailable one says so
-// (sendonce.NotSent), and the gateway may try another replica.
+// (sendonce.NotRun; the call stays with this replica, which owns the
+// function's pods).
 func toStatus(err error) error {
 	var (
-		notSent    *sendonce.NotSentError
 		notClaimed *notClaimedError
-		regErr     *transport.Error
+		regErr     *imagemeta.RegistryError
 		badName    *name.ErrBadName
 	)
-	if _, ok := status.FromError(err); ok || errors.As(err, &notSent) {
-		return err // already an answer (a pod's, or one saying nothing ran)
+	if _, ok := status.FromError(err); ok {
+		return err // already an answer: a pod's, or a *sendonce.NotSentError
 	}
 	code := codes.Unavailable
 	switch {
@@ -164,41 +162,24 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides):
 		code = codes.FailedPrecondition
-	case errors.As(err, &regErr):
-		code = registryCode(regErr)
+	case errors.Is(err, imagemeta.ErrForbiddenAddress):
+		code = codes.PermissionDenied
+	case errors.As(err, &regErr) && regErr.NotFound():
+		code = codes.NotFound
+	case errors.As(err, &regErr) && regErr.Denied():
+		code = codes.PermissionDenied
 	}
 	if code == codes.Unavailable {
-		return sendonce.NotSent(code, "%v; the function was not run", err)
+		return sendonce.NotRun("%v; the function was not run", err)
 	}
 	return status.Error(code, err.Error())
-}
-
-// registryCode maps a registry's answer: unknown image → NotFound, refused
-// credentials → PermissionDenied, anything else (the registry is down,
-// throttling, broken) → Unavailable.
-func registryCode(err *transport.Error) codes.Code {
-	for _, d := range err.Errors {
-		switch d.Code {
-		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
-			return codes.NotFound
-		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
-			return codes.PermissionDenied
-		}
-	}
-	switch err.StatusCode {
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return codes.PermissionDenied
-	}
-	return codes.Unavailable
 }
 
 // lease finds (or starts) a pod for image.
 func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
 	tables := s.tables.Await(ctx, tableWait)
 	if tables == nil {
-		return nil, sendonce.NotSent(codes.Unavailable, "pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
+		return nil, sendonce.NotSent("pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
 	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
 	if err != nil {

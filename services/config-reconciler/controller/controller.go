@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -104,10 +105,15 @@ type TableSync struct {
 	lister *lister
 	table  Table
 	log    *slog.Logger
+	// mu makes list-then-Replace one step: the controller and firstTable
+	// both rebuild, and a list read earlier must never replace a newer one.
+	mu sync.Mutex
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *TableSync) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	objs, err := r.lister.list(ctx)
 	if err != nil {
 		return reconcile.Result{}, err

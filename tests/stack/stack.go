@@ -6,7 +6,7 @@
 // The binaries come from Bazel runfiles (see defs.bzl: stack_go_test, and
 // tools/bzl/testenv.bzl), named by environment variables (harness.Binary):
 //
-//	FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER, FNRUNNER_CONFIG_RECONCILER
+//	FNRUNNER_GATEWAY, FNRUNNER_BINARY_RUNNER, FNRUNNER_CONFIG_RECONCILER, FNRUNNER_WRAPPER_SERVER
 //	FNRUNNER_FUNCTIONS          space-separated name=path of function binaries
 //	FNRUNNER_LOCAL_CONFIGS      space-separated FunctionConfig files (deploy/local)
 package stack

@@ -60,6 +60,7 @@ type options struct {
 	tlsSecretPath            string
 	wrapperServerImage       string
 	podAddress               string
+	clusterDomain            string
 	imageMetadataTTL         time.Duration
 	allowedRegistries        []string
 	kubeconfig               string
@@ -98,7 +99,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
 	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
-	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.cluster.local:9446, for meshes) or pod-ip.")
+	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.<cluster domain>:9446, for meshes) or pod-ip.")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
 	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
@@ -185,7 +187,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)
 	}
-	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Addressing: kube.Addressing(o.podAddress), Events: pods}).SetupWithManager(mgr); err != nil {
+	dialing := kube.Dialing{Addressing: kube.Addressing(o.podAddress), ClusterDomain: o.clusterDomain}
+	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Dialing: dialing, Events: pods}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// A template change rolls the pods: new calls get pods of the new
@@ -226,7 +229,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })
 	// Pods of a previous run of this replica: adopt the current ones, delete
 	// the rest, before any call is served.
-	rec, err := backend.ReconcileExisting(ctx, tpl.Version(), kube.Addressing(o.podAddress), o.podTTL, pods)
+	rec, err := backend.ReconcileExisting(ctx, tpl.Version(), dialing, o.podTTL, pods)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
-	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
 // Adopter takes over pods found at start; *podcache.Cache implements it.
@@ -27,7 +26,7 @@ type Reconciled struct {
 // template version that are ready, and deletes the others (older template,
 // not ready, being deleted), with their Services; it also deletes its
 // Services whose pod is gone. Nothing of a previous run is left orphaned.
-func (b *Backend) ReconcileExisting(ctx context.Context, version string, addressing Addressing, ttl time.Duration, into Adopter) (Reconciled, error) {
+func (b *Backend) ReconcileExisting(ctx context.Context, version string, dialing Dialing, ttl time.Duration, into Adopter) (Reconciled, error) {
 	var r Reconciled
 	mine := client.MatchingLabels{LabelManagedBy: ManagedBy, LabelOwner: b.Owner}
 	var pods corev1.PodList
@@ -40,7 +39,7 @@ func (b *Backend) ReconcileExisting(ctx context.Context, version string, address
 		current := p.Annotations[AnnotationTemplateVersion] == version && p.DeletionTimestamp == nil
 		key, keyed := podcache.ParseKey(p.Annotations[AnnotationKey])
 		if current && Ready(p) && p.Status.PodIP != "" && Failure(p) == "" && keyed {
-			into.Adopt(key, p.Name, Address(p, addressing), ttl)
+			into.Adopt(key, p.Name, dialing.Address(p), ttl)
 			alive[p.Name] = true
 			r.Adopted++
 			continue
@@ -65,12 +64,4 @@ func (b *Backend) ReconcileExisting(ctx context.Context, version string, address
 		r.DeletedServices++
 	}
 	return r, nil
-}
-
-// Address is how a ready pod is dialled.
-func Address(p *corev1.Pod, addressing Addressing) string {
-	if addressing == PodIP {
-		return fmt.Sprintf("%s:%d", p.Status.PodIP, templates.WrapperPort)
-	}
-	return fmt.Sprintf("%s.%s.svc.cluster.local:%d", p.Name, p.Namespace, templates.WrapperPort)
 }

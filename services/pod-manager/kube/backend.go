@@ -161,16 +161,35 @@ func (b *Backend) Delete(ctx context.Context, name string) error {
 	return errSvc
 }
 
-// podName is the image's name plus a random suffix: unique, and never the
-// name of a pod that is still alive.
+// podName is the function's name made a DNS-1035 label (the pod's Service
+// carries the same name), plus a random suffix: unique, and never the name of
+// a pod that is still alive. Image names may hold '_' and '.', start with a
+// digit and run to hundreds of characters; the label has lowercase letters,
+// digits and '-', starts with a letter and is at most 63 characters (40 of
+// the name, '-', 10 of the suffix, and "fn-" when the name starts otherwise).
 func podName(function string) (string, error) {
-	base := function
-	if len(base) > 40 {
-		base = base[:40]
+	var base strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(function) {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			base.WriteRune(r)
+			dash = false
+		case !dash && base.Len() > 0:
+			base.WriteByte('-')
+			dash = true
+		}
+		if base.Len() >= 40 {
+			break
+		}
+	}
+	name := strings.TrimRight(base.String(), "-")
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		name = "fn-" + name
 	}
 	b := make([]byte, 5)
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	return strings.Trim(base, "-.") + "-" + hex.EncodeToString(b), nil
+	return strings.TrimRight(name, "-") + "-" + hex.EncodeToString(b), nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -15,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
 // Events receives what the watcher sees; *podcache.Cache implements it.
@@ -28,9 +32,9 @@ type Addressing string
 
 // Addressing modes.
 const (
-	// ServiceDNS dials <pod>.<namespace>.svc.cluster.local:9446 (works in
-	// service meshes); a pod is ready when its Ready condition is true and its
-	// Service's EndpointSlices hold its IP as a ready endpoint.
+	// ServiceDNS dials <pod>.<namespace>.svc.<cluster domain>:9446 (works
+	// in service meshes); a pod is ready when its Ready condition is true
+	// and its Service's EndpointSlices hold its IP as a ready endpoint.
 	ServiceDNS Addressing = "service-dns"
 	// PodIP dials the pod's IP; a pod is ready when its Ready condition is true.
 	PodIP Addressing = "pod-ip"
@@ -47,13 +51,33 @@ func failureReason(reason string) bool {
 	return false
 }
 
+// Dialing says how function pods are dialled.
+type Dialing struct {
+	Addressing Addressing
+	// ClusterDomain is the cluster's DNS domain, for ServiceDNS ("" =
+	// cluster.local).
+	ClusterDomain string
+}
+
+// Address is how a ready pod is dialled.
+func (d Dialing) Address(p *corev1.Pod) string {
+	if d.Addressing == PodIP {
+		return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(templates.WrapperPort))
+	}
+	domain := d.ClusterDomain
+	if domain == "" {
+		domain = "cluster.local"
+	}
+	return net.JoinHostPort(p.Name+"."+p.Namespace+".svc."+domain, strconv.Itoa(templates.WrapperPort))
+}
+
 // Watcher reports this replica's function pods to Events.
 type Watcher struct {
-	Client     client.Client
-	Namespace  string
-	Owner      string
-	Addressing Addressing
-	Events     Events
+	Client    client.Client
+	Namespace string
+	Owner     string
+	Dialing   Dialing
+	Events    Events
 }
 
 // SetupWithManager watches pods and EndpointSlices in the namespace.
@@ -100,13 +124,13 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if !Ready(&pod) || pod.Status.PodIP == "" {
 		return reconcile.Result{}, nil
 	}
-	if w.Addressing != PodIP {
+	if w.Dialing.Addressing != PodIP {
 		ok, err := w.endpointReady(ctx, &pod)
 		if err != nil || !ok {
 			return reconcile.Result{}, err
 		}
 	}
-	w.Events.PodReady(pod.Name, Address(&pod, w.Addressing))
+	w.Events.PodReady(pod.Name, w.Dialing.Address(&pod))
 	return reconcile.Result{}, nil
 }
 

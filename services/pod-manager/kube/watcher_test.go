@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,7 +15,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 )
 
@@ -66,7 +70,7 @@ func TestServiceDNSReadiness(t *testing.T) {
 	const ns = "fns"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	ev := &events{ready: map[string]string{}, failed: map[string]error{}}
-	w := &kube.Watcher{Client: env.Client, Namespace: ns, Owner: "r0", Addressing: kube.ServiceDNS, Events: ev}
+	w := &kube.Watcher{Client: env.Client, Namespace: ns, Owner: "r0", Dialing: kube.Dialing{Addressing: kube.ServiceDNS}, Events: ev}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "fn-abc", Namespace: ns, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}},
@@ -96,4 +100,45 @@ func TestServiceDNSReadiness(t *testing.T) {
 	require.NoError(t, env.Client.Delete(ctx, pod))
 	reconcileOnce()
 	assert.ErrorContains(t, ev.failed[pod.Name], "deleted", "deleted pod")
+}
+
+// Every valid image reference gives a pod and a Service the apiserver
+// accepts: the Service's name must be a DNS-1035 label (a letter first,
+// lowercase letters, digits and '-', at most 63), which image names with
+// underscores, dots, leading digits or 200 characters are not.
+func TestObjectNamesForAnyImage(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	const ns = "fns"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0", MaxRequestBodySize: 1 << 20}
+	tpl := &templates.Templates{Pod: templates.DefaultPodTemplate(ns, "example.com/wrapper:v1"), Service: templates.DefaultServiceTemplate(ns)}
+	for _, image := range []string{
+		"example.com/fns/set-namespace:v1",
+		"example.com/fns/my_function:v1",
+		"example.com/fns/my.function:v1",
+		"example.com/fns/0-leading-digit:v1",
+		"example.com/fns/9:v1",
+		"example.com/fns/a--b__c..d:v1",
+		"example.com/fns/" + strings.Repeat("abcdefghij", 20) + ":v1",
+	} {
+		t.Run(image, func(t *testing.T) {
+			ref, err := imagematch.Parse(image, "")
+			require.NoError(t, err)
+			spec := &kube.Spec{Function: ref, Image: ref.Repository() + "@sha256:" + strings.Repeat("a", 64), Entrypoint: []string{"/fn"}, Templates: tpl}
+			name, err := b.Create(ctx, podcache.Function{Key: podcache.Key{Image: spec.Image}, Spec: spec})
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(name), 63)
+			var svc corev1.Service
+			require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc), "the pod's Service")
+		})
+	}
+}
+
+// The Service's DNS name uses the cluster's domain.
+func TestServiceDNSAddressUsesTheClusterDomain(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fn-abc", Namespace: "fns"}, Status: corev1.PodStatus{PodIP: "10.1.2.3"}}
+	assert.Equal(t, "fn-abc.fns.svc.cluster.local:9446", kube.Dialing{Addressing: kube.ServiceDNS}.Address(pod))
+	assert.Equal(t, "fn-abc.fns.svc.corp.example:9446", kube.Dialing{Addressing: kube.ServiceDNS, ClusterDomain: "corp.example"}.Address(pod))
+	assert.Equal(t, "10.1.2.3:9446", kube.Dialing{Addressing: kube.PodIP, ClusterDomain: "corp.example"}.Address(pod))
 }

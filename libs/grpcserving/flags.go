@@ -18,6 +18,8 @@ type Flags struct {
 	MetricsAddress string
 	DrainTimeout   time.Duration
 	LogLevel       slog.Level
+	// ignored are porch's flags this service accepted without acting on them.
+	ignored []porchFlag
 }
 
 // Register adds the common flags to fs; metricsAddress is this service's
@@ -25,7 +27,8 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.StringVar(&f.MetricsAddress, "metrics-address", metricsAddress, "Address of the HTTP server for Prometheus /metrics. Empty disables it.")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
-	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "Log level: DEBUG, INFO, WARN or ERROR.")
+	f.LogLevel = slog.LevelInfo
+	fs.Var(logLevel{&f.LogLevel}, "log-level", "Log level: DEBUG, INFO, WARN or ERROR, or porch's 0-5 (0 ERROR, 1 WARN, 2 INFO, 3-5 DEBUG).")
 }
 
 // Logger returns the service's structured (JSON) logger.
@@ -44,13 +47,22 @@ func Usage(fs *flag.FlagSet, synopsis string) {
 // Parse parses args and refuses positional arguments.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &printedError{err} // the flag package wrote it, with the usage
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	return nil
 }
+
+// printedError is an error the flag package has already written out.
+type printedError struct{ err error }
+
+func (e *printedError) Error() string { return e.err.Error() }
+func (e *printedError) Unwrap() error { return e.err }
 
 // Main runs a service until SIGTERM or interrupt and exits with its status:
 // 0 after a clean drain or --help, 2 on bad flags, 1 on any other error.
@@ -62,6 +74,9 @@ func Main(name string, run func(ctx context.Context, args []string, stderr io.Wr
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case errors.As(err, new(*flagError)):
+		if !errors.As(err, new(*printedError)) {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)

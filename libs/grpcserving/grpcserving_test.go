@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -80,4 +83,26 @@ func duplicateKeys(t *testing.T, line []byte) []string {
 		require.NoError(t, dec.Decode(&skip))
 	}
 	return dups
+}
+
+// --log-level takes slog's names and porch's numbers.
+func TestLogLevelTakesPorchNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want slog.Level
+	}{
+		{"0", slog.LevelError}, {"1", slog.LevelWarn}, {"2", slog.LevelInfo}, {"3", slog.LevelDebug}, {"5", slog.LevelDebug},
+		{"DEBUG", slog.LevelDebug}, {"warn", slog.LevelWarn},
+	} {
+		var f grpcserving.Flags
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		f.Register(fs, "")
+		require.NoError(t, f.Parse(fs, []string{"--log-level=" + tc.arg}), tc.arg)
+		assert.Equal(t, tc.want, f.LogLevel, tc.arg)
+	}
+	var f grpcserving.Flags
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.Register(fs, "")
+	assert.Error(t, f.Parse(fs, []string{"--log-level=6"}))
 }

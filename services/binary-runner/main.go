@@ -46,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on a function's output.")
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of a function's stderr kept and returned as its log.")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
-	if err := grpcserving.Parse(fs, args); err != nil {
+	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
 	return o, nil
@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "binary-runner")
+	o.common.LogIgnoredPorchFlags(log)
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner", dialCreds)
 	if err != nil {
 		return err

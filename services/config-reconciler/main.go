@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "fnrunner-config-reconciler", "Name of the Lease used for leader election, in --namespace.")
 	fs.IntVar(&o.maxMessageSize, "max-message-size", 16*1024*1024, "Largest gRPC message sent or received on --port, in bytes.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", "0", "Address of controller-runtime's HTTP /healthz and /readyz (\"0\" disables; gRPC health on --port is always served).")
-	if err := grpcserving.Parse(fs, args); err != nil {
+	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
 	return o, nil
@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := o.common.Logger(stderr, "config-reconciler")
+	o.common.LogIgnoredPorchFlags(log)
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
 

@@ -52,7 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
 	fs.DurationVar(&o.connectWait, "executor-connect-timeout", 10*time.Second, "How long a call waits for a connection to its executor service (e.g. while it restarts) before Unavailable. A call is never sent twice: one whose connection breaks after it was sent fails with Unavailable.")
-	if err := grpcserving.Parse(fs, args); err != nil {
+	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
 	return o, nil
@@ -96,6 +96,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "gateway")
+	o.common.LogIgnoredPorchFlags(log)
 
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "gateway", dialCreds)
 	if err != nil {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,8 +107,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
 	fs.BoolVar(&o.runUnclaimed, "run-unclaimed-images", true, "Run images no FunctionConfig claims in pods with the defaults, as porch does.")
 	fs.BoolVar(&o.warmUp, "warm-up-pod-cache", true, "Once the first executor table arrived, start one pod per FunctionConfig with podExecutor tags (first exact tag).")
-	if err := grpcserving.Parse(fs, args); err != nil {
+	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
+	}
+	if o.wrapperServerImage == "" {
+		return nil, grpcserving.FlagError(errors.New("the wrapper-server image is required: set WRAPPER_SERVER_IMAGE (as porch's Deployment does) or --wrapper-server-image; function pods copy the wrapper-server from it"))
 	}
 	if a := kube.Addressing(o.podAddress); a != kube.ServiceDNS && a != kube.PodIP {
 		return nil, grpcserving.FlagError(fmt.Errorf("--pod-address %q: want service-dns or pod-ip", o.podAddress))
@@ -134,6 +138,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "pod-manager")
+	o.common.LogIgnoredPorchFlags(log)
 	restCfg, err := restconfig.Load(o.kubeconfig)
 	if err != nil {
 		return err

@@ -50,9 +50,12 @@ func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		if err := WaitReady(ctx, cc, connectWait); err != nil {
+		if err := waitReady(ctx, cc, connectWait, failingFast(ctx)); err != nil {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
+			}
+			if errors.Is(err, errConnectFailed) {
+				return NotSent("executor service %s: %v; the call was not sent", cc.Target(), err)
 			}
 			return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 		}
@@ -83,6 +86,25 @@ func Broken(ctx context.Context, err error, where string) error {
 
 // WaitReady waits until cc is connected, for at most max.
 func WaitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration) error {
+	return waitReady(ctx, cc, max, false)
+}
+
+// errConnectFailed: a connection attempt failed, and the caller asked not
+// to wait for the next (FailFast).
+var errConnectFailed = errors.New("connection attempt failed")
+
+// failFastKey marks a context whose calls do not wait out connect retries.
+type failFastKey struct{}
+
+// FailFast returns a context whose EvaluateFunction calls, through
+// Interceptor, fail as not sent as soon as a connection attempt fails
+// instead of waiting for the executor up to the connect wait: for a caller
+// that has somewhere else to send the call (another pod-manager replica).
+func FailFast(ctx context.Context) context.Context { return context.WithValue(ctx, failFastKey{}, true) }
+
+func failingFast(ctx context.Context) bool { v, _ := ctx.Value(failFastKey{}).(bool); return v }
+
+func waitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration, failFast bool) error {
 	ctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
 	for {
@@ -94,6 +116,10 @@ func WaitReady(ctx context.Context, cc *grpc.ClientConn, max time.Duration) erro
 			return errors.New("connection closed")
 		case connectivity.Idle:
 			cc.Connect()
+		case connectivity.TransientFailure:
+			if failFast {
+				return errConnectFailed
+			}
 		}
 		if !cc.WaitForStateChange(ctx, s) {
 			return ctx.Err()

@@ -62,9 +62,16 @@ func mix(x uint64) uint64 {
 // Evaluate implements Executor.
 func (rs Replicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
 	err := sendonce.NotSent("no pod-manager replica to run %q", ref.String())
-	for _, r := range rs.Order(ref) {
+	order := rs.Order(ref)
+	for i, r := range order {
+		cctx := ctx
+		if i < len(order)-1 {
+			// Another replica can take the call: do not wait out a
+			// replica whose connection attempts fail.
+			cctx = sendonce.FailFast(ctx)
+		}
 		var resp *evalwire.Response
-		resp, err = r.Client.Evaluate(ctx, ref, req)
+		resp, err = r.Client.Evaluate(cctx, ref, req)
 		// Only a call the replica did not take moves on: any other answer
 		// means it owns the function and answered (or may have run it).
 		var notSent *sendonce.NotSentError

@@ -55,9 +55,12 @@ func serve(t *testing.T, p *podManager) (string, *grpc.Server) {
 
 // dial connects to a replica the way the gateway does: through sendonce's
 // interceptor.
-func dial(t *testing.T, addr string) Replica {
+func dial(t *testing.T, addr string) Replica { return dialWaiting(t, addr, 200*time.Millisecond) }
+
+// dialWaiting is dial with the gateway's --executor-connect-timeout.
+func dialWaiting(t *testing.T, addr string, connectWait time.Duration) Replica {
 	t.Helper()
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, sendonce.DialOptions(200*time.Millisecond)...)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, sendonce.DialOptions(connectWait)...)
 	conn, err := grpc.NewClient(addr, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
@@ -127,6 +130,21 @@ func TestReplicaDownFailsOver(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "up", string(resp.Log))
 	assert.EqualValues(t, 1, up.calls.Load())
+}
+
+// A replica whose connection attempts fail is passed over at once, not after
+// the connect wait (a minute here): a caller with a short deadline still
+// gets its answer from the next replica. The last replica is waited for.
+func TestDownReplicaIsPassedOverWithoutWaiting(t *testing.T) {
+	up := &podManager{name: "up"}
+	upAddr, _ := serve(t, up)
+	rs := Replicas{dialWaiting(t, "127.0.0.1:1", time.Minute), dialWaiting(t, upAddr, time.Minute)}
+	ref := ownedBy(t, rs, "127.0.0.1:1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := rs.Evaluate(ctx, ref, &evalwire.Request{Image: ref.String()})
+	require.NoError(t, err)
+	assert.Equal(t, "up", string(resp.Log))
 }
 
 // ownedBy finds a function whose first replica is addr.

@@ -62,6 +62,7 @@ type options struct {
 	wrapperServerImage       string
 	podAddress               string
 	clusterDomain            string
+	podReadyTimeout          time.Duration
 	imageMetadataTTL         time.Duration
 	allowedRegistries        []string
 	kubeconfig               string
@@ -101,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
 	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.<cluster domain>:9446, for meshes) or pod-ip.")
+	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
@@ -182,6 +184,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer conns.CloseAll()
 	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, OnDelete: conns.Close}
 	pods := podcache.New(backend)
+	pods.ReadyTimeout = o.podReadyTimeout
 
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:  scheme,

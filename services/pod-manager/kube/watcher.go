@@ -25,6 +25,8 @@ import (
 type Events interface {
 	PodReady(pod, address string)
 	PodFailed(pod string, err error)
+	// PodPending says why a pod is not ready yet.
+	PodPending(pod, reason string)
 }
 
 // Addressing says how the pod-manager reaches a function pod.
@@ -122,6 +124,9 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	if !Ready(&pod) || pod.Status.PodIP == "" {
+		if reason := Pending(&pod); reason != "" {
+			w.Events.PodPending(pod.Name, reason)
+		}
 		return reconcile.Result{}, nil
 	}
 	if w.Dialing.Addressing != PodIP {
@@ -179,6 +184,34 @@ func Failure(pod *corev1.Pod) string {
 	switch pod.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		return fmt.Sprintf("the pod is %s: %s", pod.Status.Phase, pod.Status.Message)
+	}
+	return ""
+}
+
+// Pending says why a pod that has not failed is not ready yet ("" if
+// nothing says so): it is not scheduled, a container waits, or readiness
+// has not passed.
+func Pending(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionFalse {
+			continue
+		}
+		switch c.Type {
+		case corev1.PodScheduled:
+			return fmt.Sprintf("not scheduled: %s: %s", c.Reason, c.Message)
+		case corev1.PodReady:
+			for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+				for _, cs := range statuses {
+					if w := cs.State.Waiting; w != nil && w.Reason != "" {
+						return fmt.Sprintf("container %q waiting: %s: %s", cs.Name, w.Reason, w.Message)
+					}
+					if cs.State.Running != nil && !cs.Ready {
+						return fmt.Sprintf("container %q running but not ready: its readiness probe has not passed", cs.Name)
+					}
+				}
+			}
+			return fmt.Sprintf("not ready: %s: %s", c.Reason, c.Message)
+		}
 	}
 	return ""
 }

@@ -40,6 +40,34 @@ func (e *events) PodFailed(pod string, err error) {
 	e.failed[pod] = err
 }
 
+func (e *events) PodPending(string, string) {}
+
+// Why a pod is not ready yet, as the calls that time out waiting for it say.
+func TestPendingReasons(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  corev1.PodStatus
+		want string
+	}{
+		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient cpu."}}},
+			"not scheduled: Unschedulable: 0/1 nodes are available: 1 Insufficient cpu."},
+		{"readiness not passing", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "function", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+			`container "function" running but not ready: its readiness probe has not passed`},
+		{"creating", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "copy-wrapper-server", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}},
+			`container "copy-wrapper-server" waiting: PodInitializing: `},
+		{"nothing known yet", corev1.PodStatus{Phase: corev1.PodPending}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, kube.Pending(&corev1.Pod{Status: tc.pod}))
+		})
+	}
+}
+
 func TestFailureReasons(t *testing.T) {
 	for reason, failed := range map[string]bool{
 		"CrashLoopBackOff": true, "ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true,

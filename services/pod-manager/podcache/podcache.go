@@ -57,11 +57,23 @@ func (l *Lease) Release() { l.release() }
 // ErrClosed is returned once the cache has stopped.
 var ErrClosed = errors.New("pod cache stopped")
 
+// ErrNotReady is wrapped by the error of calls whose pod did not become
+// ready within Cache.ReadyTimeout (it could not be scheduled, or its
+// readiness never passed); the error says why, as far as it is known.
+var ErrNotReady = errors.New("pod not ready in time")
+
 // maxAttempts is how many pods may fail under one call before it gets the error.
 const maxAttempts = 2
 
 // Cache places calls on pods.
 type Cache struct {
+	// ReadyTimeout bounds how long a pod may take to become ready (0: no
+	// bound); set it before Run. A pod that takes longer is deleted and the
+	// calls waiting on it fail with ErrNotReady and the last reason
+	// PodPending gave, never placed on another pod (the next would likely
+	// wait as long).
+	ReadyTimeout time.Duration
+
 	backend  Backend
 	now      func() time.Time
 	requests chan *request
@@ -90,6 +102,8 @@ type event struct {
 	pod     string
 	address string
 	err     error
+	// pending is why the pod is not ready yet (PodPending).
+	pending string
 	// created is set when a Create finished: the pod it was for.
 	created *pod
 	// adopt is a ready pod found at start.
@@ -103,6 +117,8 @@ type pod struct {
 	fn       Key
 	address  string
 	ready    bool
+	created  time.Time
+	pending  string // why it is not ready yet, if known
 	running  int // leases handed out and not released
 	waiting  []*request
 	lastUsed time.Time
@@ -190,6 +206,10 @@ func (c *Cache) PodReady(pod, address string) { c.send(event{pod: pod, address: 
 // deleted); err says why and reaches the calls that waited on it.
 func (c *Cache) PodFailed(pod string, err error) { c.send(event{pod: pod, err: err}) }
 
+// PodPending reports why a pod is not ready yet (unschedulable, readiness
+// not passing); the calls it fails at ReadyTimeout say so.
+func (c *Cache) PodPending(pod, reason string) { c.send(event{pod: pod, pending: reason}) }
+
 func (c *Cache) send(e event) {
 	select {
 	case c.events <- e:
@@ -225,14 +245,19 @@ func (c *Cache) Stats() map[Key]Stats {
 }
 
 // Run owns the cache's state until ctx ends; it collects garbage every
-// scanInterval (0: only when asked).
+// scanInterval (0: only when asked), and checks pods against ReadyTimeout at
+// least four times within it.
 func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 	defer close(c.done)
 	fns := map[Key]*function{}
 	pods := map[string]*pod{}
+	interval := scanInterval
+	if check := c.ReadyTimeout / 4; c.ReadyTimeout > 0 && (interval == 0 || check < interval) {
+		interval = max(check, 100*time.Millisecond)
+	}
 	var tick <-chan time.Time
-	if scanInterval > 0 {
-		t := time.NewTicker(scanInterval)
+	if interval > 0 {
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -348,7 +373,8 @@ func (l *loop) lease(p *pod) *Lease {
 
 // create starts a pod for f; it is a placement candidate at once.
 func (l *loop) create(f *function, fn Function) *pod {
-	p := &pod{fn: fn.Key, ttl: fn.TTL, lastUsed: l.c.now()}
+	now := l.c.now()
+	p := &pod{fn: fn.Key, ttl: fn.TTL, lastUsed: now, created: now}
 	f.pods = append(f.pods, p)
 	go func() {
 		name, err := l.c.backend.Create(l.ctx, fn)
@@ -405,6 +431,10 @@ func (l *loop) handle(e event) {
 	}
 	if e.err != nil {
 		l.remove(p, e.err)
+		return
+	}
+	if e.pending != "" {
+		p.pending = e.pending
 		return
 	}
 	// Ready: the calls waiting on this pod, and only those, start on it.
@@ -474,18 +504,41 @@ func (l *loop) cancel(r *request) {
 	}
 }
 
+// collect deletes pods idle past their TTL (ready or not) and pods not
+// ready within ReadyTimeout, and returns their names.
 func (l *loop) collect() []string {
 	var gone []string
 	now := l.c.now()
 	for _, f := range l.fns {
 		for _, p := range append([]*pod(nil), f.pods...) {
-			if p.ready && p.load() == 0 && now.Sub(p.lastUsed) > p.ttl {
+			switch {
+			case p.name == "":
+				// Create has not returned.
+			case !p.ready && l.c.ReadyTimeout > 0 && now.Sub(p.created) > l.c.ReadyTimeout:
+				gone = append(gone, p.name)
+				l.expire(p, now.Sub(p.created))
+			case p.load() == 0 && now.Sub(p.lastUsed) > p.ttl:
 				gone = append(gone, p.name)
 				l.drop(p)
 			}
 		}
 	}
 	return gone
+}
+
+// expire deletes a pod that did not become ready in time and fails the
+// calls waiting on it, saying why.
+func (l *loop) expire(p *pod, waited time.Duration) {
+	why := p.pending
+	if why == "" {
+		why = "no reason reported"
+	}
+	err := fmt.Errorf("%w: pod %s not ready after %v: %s", ErrNotReady, p.name, waited.Round(time.Second), why)
+	l.drop(p)
+	for _, r := range p.waiting {
+		r.reply <- reply{err: err}
+	}
+	p.waiting = nil
 }
 
 func (l *loop) stats() map[Key]Stats {

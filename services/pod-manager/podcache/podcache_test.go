@@ -49,8 +49,14 @@ func (b *fakeBackend) names() (created, deleted []string) {
 
 func start(t *testing.T) (*Cache, *fakeBackend, *time.Time) {
 	t.Helper()
+	return startWithReadyTimeout(t, 0)
+}
+
+func startWithReadyTimeout(t *testing.T, readyTimeout time.Duration) (*Cache, *fakeBackend, *time.Time) {
+	t.Helper()
 	b := &fakeBackend{}
 	c := New(b)
+	c.ReadyTimeout = readyTimeout
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
 	c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -285,4 +291,46 @@ func TestCallsRefreshTheTTL(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Stats()[Key{Image: "sn"}].Running == 0 }, wait, tick, "gave up waiting for idle")
 	*now = now.Add(2 * time.Minute)
 	assert.Len(t, c.CollectGarbage(), 1, "the FunctionConfig's 1m TTL did not replace the adopted pod's 1h")
+}
+
+// A pod that does not become ready within ReadyTimeout (here: it cannot be
+// scheduled) is deleted, and the calls waiting on it fail at once with the
+// reason, rather than at their deadline or on another pod that would wait
+// as long.
+func TestPodNotReadyInTimeFailsItsCallsWithTheReason(t *testing.T) {
+	c, b, now := startWithReadyTimeout(t, time.Minute)
+	slow := Function{Key: Key{Image: "stuck"}, MaxParallelExecutions: 2, PreferredMaxQueueLength: 4, TTL: time.Hour}
+	first := acquireAsync(c, context.Background(), slow)
+	second := acquireAsync(c, context.Background(), slow)
+	require.Eventually(t, func() bool { return c.Stats()[slow.Key].Waiting == 2 }, wait, tick, "gave up waiting for two waiting calls")
+	created, _ := b.names()
+	require.Len(t, created, 1)
+	c.PodPending(created[0], "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu")
+	assert.Empty(t, c.CollectGarbage(), "pod collected before the ready timeout")
+
+	*now = now.Add(61 * time.Second)
+	assert.Equal(t, []string{created[0]}, c.CollectGarbage())
+	for _, ch := range []chan result{first, second} {
+		r := <-ch
+		require.ErrorIs(t, r.err, ErrNotReady)
+		assert.Contains(t, r.err.Error(), "Unschedulable: 0/1 nodes are available")
+	}
+	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for the pod's deletion")
+	assert.Zero(t, c.Stats()[slow.Key].Pods)
+}
+
+// A pod that is not ready and has no calls left goes at its TTL too.
+func TestTTLAppliesToPodsThatAreNotReady(t *testing.T) {
+	c, b, now := start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := acquireAsync(c, ctx, fn)
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick, "gave up waiting for create")
+	require.Eventually(t, func() bool { return c.Stats()[fn.Key].Pending == 1 }, wait, tick, "gave up waiting for the pod's name")
+	cancel()
+	<-ch
+	require.Eventually(t, func() bool { return c.Stats()[fn.Key].Waiting == 0 }, wait, tick, "gave up waiting for the cancelled call to go")
+	assert.Empty(t, c.CollectGarbage(), "collected before its TTL")
+	*now = now.Add(2 * time.Minute)
+	created, _ := b.names()
+	assert.Equal(t, []string{created[0]}, c.CollectGarbage())
 }

@@ -426,6 +426,9 @@ func (l *loop) handle(e event) {
 		if l.early == nil {
 			l.early = map[string]event{}
 		}
+		if prev, ok := l.early[e.pod]; ok && e.pending != "" && prev.pending == "" {
+			return // a reason to wait never hides a ready or failed event
+		}
 		l.early[e.pod] = e
 		return
 	}

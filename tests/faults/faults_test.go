@@ -134,10 +134,18 @@ func TestThousandConcurrentCalls(t *testing.T) {
 // sent to it when it died fail with Unavailable saying the function may
 // have run; calls that arrive while it is down wait for it and succeed.
 func TestBinaryRunnerKilledMidLoad(t *testing.T) {
-	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"}})
+	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"},
+		Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	const calls, concurrency = 400, 8
+	// The record function notes each run on its side: no call may run
+	// twice, whatever the caller saw.
+	runs := filepath.Join(t.TempDir(), "runs")
+	client := s.Client()
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
-		evaluate(s, "set-namespace:v0.4.5", stack.Input))
+		func(ctx context.Context, i int) error {
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1", ResourceList: []byte(recordInput(runs, i))})
+			return err
+		})
 	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
 	require.NoError(t, s.Kill("binary-runner"))
 	// Calls keep arriving at the gateway while the runner is down.
@@ -145,11 +153,18 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	require.NoError(t, s.Restart("binary-runner"))
 	r := run.Wait()
 	ledger.Check(t, "binary-runner killed", r, codes.Unavailable)
+	ledger.CheckExecutions(t, "binary-runner killed", r, runs)
 	assert.LessOrEqual(t, r.Codes[codes.Unavailable], concurrency, "calls Unavailable; at most the %d in flight when the runner died may fail", concurrency)
 	assert.GreaterOrEqual(t, r.OK, calls-concurrency, "calls OK of %d", calls)
 	if err := r.Errors[codes.Unavailable]; err != nil {
 		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
 	}
+}
+
+// recordInput is call i's ResourceList for the record test function, which
+// appends i to the file runs when it runs.
+func recordInput(runs string, i int) string {
+	return fmt.Sprintf("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: record\n  data:\n    callId: %q\n    ledger: %q\n    sleep: 20ms\n", strconv.Itoa(i), runs)
 }
 
 // The gateway starts while the config-reconciler is down: it is not ready

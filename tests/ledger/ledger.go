@@ -6,8 +6,12 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +45,8 @@ type Report struct {
 	Unclear []error
 	// Errors holds the first error answer of each code, for messages.
 	Errors map[codes.Code]error
+	// OKCalls are the numbers of the calls answered OK.
+	OKCalls map[int]bool
 }
 
 func (r *Report) String() string {
@@ -63,7 +69,7 @@ func Run(ctx context.Context, opts Options, call Call) *Report {
 	if opts.Grace <= 0 {
 		opts.Grace = 30 * time.Second
 	}
-	r := &Report{Codes: map[codes.Code]int{}, Errors: map[codes.Code]error{}}
+	r := &Report{Codes: map[codes.Code]int{}, Errors: map[codes.Code]error{}, OKCalls: map[int]bool{}}
 	var mu sync.Mutex
 	answers := make([]int, opts.Calls)
 	answer := func(i int, err error) {
@@ -75,6 +81,7 @@ func Run(ctx context.Context, opts Options, call Call) *Report {
 		}
 		if err == nil {
 			r.OK++
+			r.OKCalls[i] = true
 			return
 		}
 		r.Failed++
@@ -129,6 +136,10 @@ func (r *Report) finish(answers []int, mu *sync.Mutex) *Report {
 	for c, n := range r.Codes {
 		out.Codes[c] = n
 	}
+	out.OKCalls = map[int]bool{}
+	for i := range r.OKCalls {
+		out.OKCalls[i] = true
+	}
 	out.Unanswered = r.Unanswered
 	for i := 0; i < r.Sent; i++ {
 		switch {
@@ -174,6 +185,39 @@ func Check(t testing.TB, name string, r *Report, allowed ...codes.Code) {
 			t.Errorf("%s: %d calls answered %v (not expected here): %v", name, n, c, r.Errors[c])
 		}
 	}
+}
+
+// CheckExecutions reads the function side's record of a run (one call
+// number a line, as tests/testfns/record writes it) and fails t if a call
+// ran more than once, or was answered OK without having run exactly once: an
+// answer on the caller's side alone cannot show that a call was repeated.
+func CheckExecutions(t testing.TB, name string, r *Report, record string) {
+	t.Helper()
+	data, err := os.ReadFile(record)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s: reading the executions: %v", name, err)
+	}
+	runs := map[int]int{}
+	for _, line := range strings.Fields(string(data)) {
+		i, err := strconv.Atoi(line)
+		if err != nil {
+			t.Fatalf("%s: executions record line %q", name, line)
+		}
+		runs[i]++
+	}
+	executed := 0
+	for i, n := range runs {
+		executed += n
+		if n > 1 {
+			t.Errorf("%s: call %d ran %d times", name, i, n)
+		}
+	}
+	for i := range r.OKCalls {
+		if runs[i] != 1 {
+			t.Errorf("%s: call %d answered OK but ran %d times", name, i, runs[i])
+		}
+	}
+	t.Logf("%s: %d executions recorded for %d calls sent", name, executed, r.Sent)
 }
 
 // Progress is a run going on in the background (Background).

@@ -29,4 +29,5 @@ TEST_FUNCTIONS = {
     "flood": "//tests/testfns/flood",
     "hang": "//tests/testfns/hang",
     "orphan": "//tests/testfns/orphan",
+    "record": "//tests/testfns/record",
 }

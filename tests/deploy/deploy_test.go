@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -105,7 +107,7 @@ func waitCRDs(t *testing.T, c client.Client) {
 
 func TestOverlaysApply(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
-	for _, overlay := range []string{"local", "ha"} {
+	for _, overlay := range []string{"local", "ha", "hardened"} {
 		objs := render(t, overlay)
 		kinds := map[string]int{}
 		for _, o := range objs {
@@ -137,6 +139,53 @@ func TestOverlaysApply(t *testing.T) {
 				"the shipped ServiceTemplate differs from templates.DefaultServiceTemplate:\nshipped %+v\ndefault %+v", st.Template.Spec, def.Template.Spec)
 		}
 	}
+}
+
+// Under the hardened overlay the namespace enforces Pod Security
+// "restricted", and every pod fnrunner would run there is admitted: its
+// services' pods and function pods made from the shipped template (the
+// kube-apiserver's own PodSecurity admission decides; a privileged pod is
+// refused, to show that it is on).
+func TestHardenedPodsAreAdmittedAsRestricted(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	objs := render(t, "hardened")
+	apply(t, env.Client, objs)
+	ctx := context.Background()
+	admit := func(name string, spec corev1.PodSpec) error {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+		return env.Client.Create(ctx, pod, client.DryRunAll)
+	}
+	pods := 0
+	for _, o := range objs {
+		var spec *corev1.PodSpec
+		switch o.GetKind() {
+		case "Deployment", "StatefulSet":
+			var w struct {
+				Spec struct {
+					Template corev1.PodTemplateSpec `json:"template"`
+				} `json:"spec"`
+			}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &w))
+			spec = &w.Spec.Template.Spec
+		case "PodTemplate":
+			var pt corev1.PodTemplate
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pt))
+			spec = &pt.Template.Spec
+			// As the pod-manager makes a function pod from it.
+			spec.Containers[0].Image = "ghcr.io/kptdev/krm-functions-catalog/set-namespace@sha256:" + strings.Repeat("a", 64)
+		default:
+			continue
+		}
+		pods++
+		assert.NoError(t, admit(strings.ToLower(o.GetKind()+"-"+o.GetName()), *spec), "%s %s under Pod Security restricted", o.GetKind(), o.GetName())
+	}
+	assert.Equal(t, 5, pods, "pod specs checked (4 services and the function pod template)")
+
+	privileged := corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "example.com/x:v1",
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}
+	err := admit("privileged", privileged)
+	require.Error(t, err, "a privileged pod was admitted: Pod Security is not enforced")
+	assert.True(t, apierrors.IsForbidden(err), "%v", err)
 }
 
 // Each ServiceAccount may do what its service's code does, and no more.

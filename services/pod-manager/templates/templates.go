@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
@@ -36,14 +38,34 @@ const (
 // pod-manager appends "--" and the function image's entrypoint.
 func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 	mount := []corev1.VolumeMount{{Name: toolsVolume, MountPath: ToolsDir}}
+	// Function pods run code fnrunner did not write: no API credentials, no
+	// root, no capabilities, the runtime's seccomp profile, bounded resources
+	// (the restricted Pod Security level; templateOverrides may loosen what
+	// the pod-manager's flags allow).
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
 	return &corev1.PodTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: PodTemplateName, Namespace: namespace},
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](65532),
+				RunAsGroup:     ptr.To[int64](65532),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
 			InitContainers: []corev1.Container{{
-				Name:         "copy-wrapper-server",
-				Image:        wrapperImage,
-				Command:      []string{"/wrapper-server", "--copy-to=" + ToolsDir},
-				VolumeMounts: mount,
+				Name:            "copy-wrapper-server",
+				Image:           wrapperImage,
+				Command:         []string{"/wrapper-server", "--copy-to=" + ToolsDir},
+				VolumeMounts:    mount,
+				SecurityContext: restricted,
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				},
 			}},
 			Containers: []corev1.Container{{
 				Name: templatemerge.FunctionContainer,
@@ -57,6 +79,11 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					GRPC: &corev1.GRPCAction{Port: WrapperPort},
 				}},
+				SecurityContext: restricted,
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+				},
 			}},
 			Volumes: []corev1.Volume{{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		}},

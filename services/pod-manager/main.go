@@ -44,35 +44,38 @@ import (
 )
 
 type options struct {
-	tls                      grpcserving.TLSFlags
-	common                   grpcserving.Flags
-	port                     int
-	configAddress            string
-	podNamespace             string
-	podTTL                   time.Duration
-	scanInterval             time.Duration
-	maxWaitlistLength        int
-	maxParallelPods          int
-	maxRequestBodySize       int
-	enablePrivateRegistries  bool
-	registryAuthSecretPath   string
-	registryAuthSecretName   string
-	enablePrivateRegistryTLS bool
-	tlsSecretPath            string
-	wrapperServerImage       string
-	podAddress               string
-	clusterDomain            string
-	podReadyTimeout          time.Duration
-	imageMetadataTTL         time.Duration
-	allowedRegistries        []string
-	kubeconfig               string
-	owner                    string
-	runUnclaimed             bool
-	warmUp                   bool
+	tls                          grpcserving.TLSFlags
+	common                       grpcserving.Flags
+	port                         int
+	configAddress                string
+	podNamespace                 string
+	podTTL                       time.Duration
+	scanInterval                 time.Duration
+	maxWaitlistLength            int
+	maxParallelPods              int
+	maxRequestBodySize           int
+	enablePrivateRegistries      bool
+	registryAuthSecretPath       string
+	registryAuthSecretName       string
+	enablePrivateRegistryTLS     bool
+	tlsSecretPath                string
+	wrapperServerImage           string
+	podAddress                   string
+	clusterDomain                string
+	unclaimedPrefixes            []string
+	overrideServiceAccounts      []string
+	allowOverrideSecurityContext bool
+	podReadyTimeout              time.Duration
+	imageMetadataTTL             time.Duration
+	allowedRegistries            []string
+	kubeconfig                   string
+	owner                        string
+	runUnclaimed                 bool
+	warmUp                       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
+	o := &options{overrideServiceAccounts: []string{"*"}}
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("pod-manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -91,11 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
 	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")
 	fs.Func("allowed-registries", "Comma-separated registries (host or host:port) that image lookups may reach at private or loopback addresses, such as an in-cluster registry on a ClusterIP; others must resolve to public addresses, and link-local ones (cloud metadata) are never reached.", func(v string) error {
-		for _, r := range strings.Split(v, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				o.allowedRegistries = append(o.allowedRegistries, r)
-			}
-		}
+		o.allowedRegistries = splitList(v)
 		return nil
 	})
 	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
@@ -103,6 +102,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
 	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.<cluster domain>:9446, for meshes) or pod-ip.")
 	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
+	fs.Func("allowed-unclaimed-images", "Comma-separated image prefixes (registry/path) under which images no FunctionConfig claims may run in pods; empty: any (porch's behaviour, with --run-unclaimed-images).", func(v string) error {
+		o.unclaimedPrefixes = splitList(v)
+		return nil
+	})
+	fs.Func("allowed-override-service-accounts", "Comma-separated ServiceAccounts a FunctionConfig's templateOverrides.serviceAccountName may name; \"*\" (default): any, as porch allows; empty: none.", func(v string) error {
+		o.overrideServiceAccounts = splitList(v)
+		return nil
+	})
+	fs.BoolVar(&o.allowOverrideSecurityContext, "allow-override-security-context", true, "Let a FunctionConfig's templateOverrides.securityContext change the pod's (as porch does).")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
@@ -119,6 +127,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, grpcserving.FlagError(fmt.Errorf("--pod-address %q: want service-dns or pod-ip", o.podAddress))
 	}
 	return o, nil
+}
+
+// splitList reads a comma-separated flag value.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func firstNonEmpty(s ...string) string {
@@ -225,11 +244,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	podServer := server.New(cfg, resolver, pods, current.Load, conns, server.Options{
-		MaxParallelExecutions:   o.maxParallelPods,
-		PreferredMaxQueueLength: o.maxWaitlistLength,
-		TTL:                     o.podTTL,
-		PullSecret:              pullSecret,
-		RunUnclaimed:            o.runUnclaimed,
+		MaxParallelExecutions:       o.maxParallelPods,
+		PreferredMaxQueueLength:     o.maxWaitlistLength,
+		TTL:                         o.podTTL,
+		PullSecret:                  pullSecret,
+		RunUnclaimed:                o.runUnclaimed,
+		UnclaimedPrefixes:           o.unclaimedPrefixes,
+		OverrideServiceAccounts:     o.overrideServiceAccounts,
+		DenyOverrideSecurityContext: !o.allowOverrideSecurityContext,
 	})
 	evalwire.Register(srv.GRPC, podServer)
 

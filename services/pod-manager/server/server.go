@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,14 @@ type Options struct {
 	// RunUnclaimed runs images no FunctionConfig claims for pods with the
 	// defaults (porch does); otherwise they are NotFound.
 	RunUnclaimed bool
+	// UnclaimedPrefixes, when not empty, limits RunUnclaimed to images
+	// under one of these prefixes (registry/path/, as normalized).
+	UnclaimedPrefixes []string
+	// OverrideServiceAccounts are the templateOverrides.serviceAccountName
+	// values allowed ("*": any, as porch allows).
+	OverrideServiceAccounts []string
+	// DenyOverrideSecurityContext refuses templateOverrides.securityContext.
+	DenyOverrideSecurityContext bool
 }
 
 // Server implements evalwire.Server.
@@ -130,6 +139,23 @@ func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire
 	}
 }
 
+// errNotAllowed: the pod-manager's allow-lists refuse what the call or its
+// FunctionConfig asks for.
+var errNotAllowed = errors.New("not allowed")
+
+// unclaimedAllowed: ref may run in a pod without a FunctionConfig.
+func (o Options) unclaimedAllowed(ref imagematch.Reference) bool {
+	if len(o.UnclaimedPrefixes) == 0 {
+		return true
+	}
+	for _, p := range o.UnclaimedPrefixes {
+		if strings.HasPrefix(ref.Repository(), strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // notClaimedError: no FunctionConfig claims the image for pods, and
 // unclaimed images are not run.
 type notClaimedError struct{ image string }
@@ -162,7 +188,7 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides):
 		code = codes.FailedPrecondition
-	case errors.Is(err, imagemeta.ErrForbiddenAddress):
+	case errors.Is(err, imagemeta.ErrForbiddenAddress), errors.Is(err, errNotAllowed):
 		code = codes.PermissionDenied
 	case errors.As(err, &regErr) && regErr.NotFound():
 		code = codes.NotFound
@@ -188,6 +214,9 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	fc, claimed := tables.Lookup(executortable.Pod, ref)
 	if !claimed && !s.opts.RunUnclaimed {
 		return nil, &notClaimedError{image: image}
+	}
+	if !claimed && !s.opts.unclaimedAllowed(ref) {
+		return nil, fmt.Errorf("function %q: %w: unclaimed images must be under --allowed-unclaimed-images %v", image, errNotAllowed, s.opts.UnclaimedPrefixes)
 	}
 	settings, err := s.settings.of(tables, fc, s.opts)
 	if err != nil {

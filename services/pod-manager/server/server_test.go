@@ -56,6 +56,12 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 	tables := executortable.Build(&configpb.Snapshot{DefaultImagePrefix: prefix, Functions: []*configpb.FunctionConfig{{
 		Namespace: "ns", Name: "claimed", Image: "claimed", Prefixes: []string{""},
 		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"container": 7}`)},
+	}, {
+		Namespace: "ns", Name: "with-sa", Image: "with-sa", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"serviceAccountName": "cluster-admin-sa"}`)},
+	}, {
+		Namespace: "ns", Name: "with-sc", Image: "with-sc", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"securityContext": {"runAsUser": 0}}`)},
 	}}})
 
 	tests := []struct {
@@ -67,6 +73,8 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 		code         codes.Code
 		message      string
 		notSent      bool
+		// opts change the pod-manager's allow-lists.
+		opts func(*Options)
 	}{
 		{name: "no table yet", image: "fn:v1", code: codes.Unavailable, message: "no executor table", notSent: true},
 		{name: "invalid image", tables: tables, resolver: good, runUnclaimed: true, image: "Fn With Spaces", code: codes.InvalidArgument},
@@ -80,13 +88,23 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 			resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.Unavailable, message: "the function was not run", notSent: true},
 		{name: "registry at a loopback address not allowed", tables: executortable.Build(&configpb.Snapshot{DefaultImagePrefix: "127.0.0.2:5000/fns"}),
 			resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.PermissionDenied, message: "not allowed"},
+		{name: "unclaimed image outside --allowed-unclaimed-images", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1",
+			code: codes.PermissionDenied, message: "--allowed-unclaimed-images", opts: func(o *Options) { o.UnclaimedPrefixes = []string{"ghcr.io/kptdev/krm-functions-catalog"} }},
+		{name: "templateOverrides.serviceAccountName not allowed", tables: tables, resolver: good, image: "with-sa:v1",
+			code: codes.PermissionDenied, message: "cluster-admin-sa", opts: func(o *Options) { o.OverrideServiceAccounts = []string{"fn-runner"} }},
+		{name: "templateOverrides.securityContext not allowed", tables: tables, resolver: good, image: "with-sc:v1",
+			code: codes.PermissionDenied, message: "templateOverrides.securityContext", opts: func(o *Options) { o.DenyOverrideSecurityContext = true }},
 		{name: "no pod before the deadline", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.DeadlineExceeded, message: "no pod was ready"},
 	}
 	tpl := &templates.Templates{Pod: templates.DefaultPodTemplate("ns", "wrapper"), Service: templates.DefaultServiceTemplate("ns")}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(fixedTables{tt.tables}, tt.resolver, noPods{}, func() *templates.Templates { return tpl }, NewConns(1<<20),
-				Options{MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute, RunUnclaimed: tt.runUnclaimed})
+			opts := Options{MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, TTL: time.Minute, RunUnclaimed: tt.runUnclaimed,
+				OverrideServiceAccounts: []string{"*"}}
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			s := New(fixedTables{tt.tables}, tt.resolver, noPods{}, func() *templates.Templates { return tpl }, NewConns(1<<20), opts)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			_, err := s.EvaluateFunction(ctx, &evalwire.Request{Image: tt.image})

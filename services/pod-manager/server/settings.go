@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,6 +74,14 @@ func decode(fc *configpb.FunctionConfig, opts Options) podSettings {
 		s.overrides = &v1alpha1.TemplateOverrides{}
 		if err := json.Unmarshal(raw, s.overrides); err != nil {
 			s.err = fmt.Errorf("%w: %w", errBadOverrides, err)
+			return s
+		}
+		if sa := s.overrides.ServiceAccountName; sa != "" && !slices.Contains(opts.OverrideServiceAccounts, "*") && !slices.Contains(opts.OverrideServiceAccounts, sa) {
+			s.err = fmt.Errorf("templateOverrides.serviceAccountName %q: %w (--allowed-override-service-accounts)", sa, errNotAllowed)
+			return s
+		}
+		if s.overrides.SecurityContext != nil && opts.DenyOverrideSecurityContext {
+			s.err = fmt.Errorf("templateOverrides.securityContext: %w (--allow-override-security-context=false)", errNotAllowed)
 			return s
 		}
 	}

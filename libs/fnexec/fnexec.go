@@ -40,10 +40,15 @@ type Options struct {
 	MaxOutputBytes int
 	// MaxLogBytes caps the stderr kept; the rest is counted and dropped.
 	MaxLogBytes int
-	// Env is added to the clean environment (PATH, HOME, TMPDIR).
+	// Env is added to the clean environment (PATH, HOME, TMPDIR); of two
+	// equal names, Env's wins.
 	Env []string
 	// TempDir is where private working directories are made ("" = os.TempDir()).
 	TempDir string
+	// Dir, when set, is the working directory instead of the private one
+	// (which stays HOME and TMPDIR): the wrapper-server runs the function in
+	// its container's working directory, as porch's does.
+	Dir string
 }
 
 // Binary is a function binary as a runtime: Run runs Argv on one
@@ -90,6 +95,9 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = dir
+	if opts.Dir != "" {
+		cmd.Dir = opts.Dir
+	}
 	cmd.Env = append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
 	cmd.Stdin = stdin
 	cmd.Stdout = stdout

@@ -52,6 +52,20 @@ func TestRunCleanEnvironmentAndPrivateDir(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "working directory %s not removed", dir)
 }
 
+// Dir sets the working directory (the wrapper-server's container's); HOME
+// and TMPDIR stay the private directory, which is still removed.
+func TestRunInAGivenDirectory(t *testing.T) {
+	workdir := t.TempDir()
+	res, err := Run(context.Background(), sh("pwd; echo \"$TMPDIR\""), nil, Options{Dir: workdir})
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(res.ResourceList.Materialize())), "\n")
+	require.Len(t, lines, 2)
+	assert.Equal(t, workdir, lines[0])
+	assert.NotEqual(t, workdir, lines[1])
+	_, err = os.Stat(lines[1])
+	assert.ErrorIs(t, err, os.ErrNotExist, "private directory %s not removed", lines[1])
+}
+
 func TestFailureKeepsResults(t *testing.T) {
 	script := "cat <<'X'\napiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nresults:\n- message: namespace is required\n  severity: error\nX\necho 'failed to evaluate function' >&2\nexit 1\n"
 	res, err := Run(context.Background(), sh(script), strings.NewReader(rl), Options{})

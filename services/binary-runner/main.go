@@ -7,6 +7,8 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -30,6 +32,7 @@ type options struct {
 	maxRequestBodySize int
 	maxLogBytes        int
 	tempDir            string
+	functionEnv        []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -45,6 +48,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.allowAbsolutePaths, "allow-absolute-binary-paths", false, "Run binaryExecutor paths that are absolute (otherwise only binaries inside --functions).")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on a function's output.")
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of a function's stderr kept and returned as its log.")
+	fs.Func("function-env", "Comma-separated names of environment variables passed from the binary-runner's environment to function binaries (default: none; functions get PATH, HOME and TMPDIR only).", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				o.functionEnv = append(o.functionEnv, name)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
@@ -82,6 +93,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,
 		Exec: fnexec.Options{
+			Env:            passedEnv(o.functionEnv),
 			MaxOutputBytes: o.maxRequestBodySize,
 			MaxLogBytes:    o.maxLogBytes,
 			TempDir:        o.tempDir,
@@ -101,3 +113,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func main() { grpcserving.Main("binary-runner", run) }
+
+// passedEnv is NAME=value of each of names that is set in this process's
+// environment.
+func passedEnv(names []string) []string {
+	var env []string
+	for _, name := range names {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}

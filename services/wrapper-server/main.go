@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -130,10 +131,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
+	// The function runs with its container's environment and working
+	// directory (the image's ENV and WORKDIR, the template's env and
+	// envFrom), as porch's wrapper-server runs it; its HOME and TMPDIR stay
+	// a private directory removed after the call.
+	workdir, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
 	evalwire.Register(srv.GRPC, &wrapper{
 		function: &fnexec.Binary{
-			Argv:    o.entrypoint,
-			Options: fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes},
+			Argv: o.entrypoint,
+			Options: fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes,
+				Env: containerEnv(), Dir: workdir},
 		},
 		limit:      admission.New(o.maxConcurrent, o.maxQueue),
 		concurrent: o.maxConcurrent,
@@ -148,6 +158,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 }
 
 func main() { grpcserving.Main("wrapper-server", run) }
+
+// containerEnv is this container's environment for the function, less HOME
+// and TMPDIR, which stay the call's private directory.
+func containerEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "HOME" && name != "TMPDIR" {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
 
 // copySelf copies this executable to dir/wrapper-server.
 func copySelf(dir string) error {

@@ -99,3 +99,32 @@ func TestCopyTo(t *testing.T) {
 		assert.NotZero(t, st.Size(), "copied binary is empty")
 	}
 }
+
+// The function runs with the container's environment and working
+// directory, as porch's wrapper-server runs it; HOME and TMPDIR stay the
+// call's private directory.
+func TestFunctionGetsTheContainersEnvironmentAndWorkdir(t *testing.T) {
+	workdir := t.TempDir()
+	t.Chdir(workdir)
+	t.Setenv("FN_SETTING", "from-the-template")
+	t.Setenv("HOME", "/home/should-not-leak")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	script := `cat >/dev/null; printf 'apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n# setting=%s cwd=%s home=%s\n' "$FN_SETTING" "$(pwd)" "$HOME"`
+	go func() {
+		done <- serve(ctx, []string{"--port=0", "--", "/bin/sh", "-c", script}, &bytes.Buffer{}, ready)
+	}()
+	addr := <-ready
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte(rl)})
+	require.NoError(t, err)
+	out := string(resp.GetResourceList())
+	assert.Contains(t, out, "setting=from-the-template")
+	assert.Contains(t, out, "cwd="+workdir)
+	assert.NotContains(t, out, "home=/home/should-not-leak")
+	cancel()
+	require.NoError(t, <-done)
+}

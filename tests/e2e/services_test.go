@@ -27,7 +27,7 @@ import (
 func TestEveryServiceHasHelp(t *testing.T) {
 	for env, flags := range map[string][]string{
 		"FNRUNNER_GATEWAY":           {"-port", "-max-request-body-size", "-config-address", "-binary-runner-address", "-disable-runtimes", "-metrics-address", "-drain-timeout", "-log-level"},
-		"FNRUNNER_BINARY_RUNNER":     {"-port", "-functions", "-allow-absolute-binary-paths", "-max-request-body-size", "-config-address", "-metrics-address"},
+		"FNRUNNER_BINARY_RUNNER":     {"-port", "-functions", "-function-env", "-allow-absolute-binary-paths", "-max-request-body-size", "-config-address", "-metrics-address"},
 		"FNRUNNER_CONFIG_RECONCILER": {"-port", "-namespace", "-config-dir", "-default-image-prefix", "-leader-elect", "-kubeconfig", "-metrics-address"},
 		"FNRUNNER_POD_MANAGER":       {"-port", "-config-address", "-pod-namespace", "-pod-ttl", "-scan-interval", "-max-waitlist-length", "-max-parallel-pods-per-function", "-max-request-body-size", "-enable-private-registries", "-registry-auth-secret-path", "-warm-up-pod-cache", "-metrics-address"},
 		"FNRUNNER_WRAPPER_SERVER":    {"-port", "-listen-host", "-max-request-body-size", "-max-log-bytes", "-max-concurrent", "-max-queue", "-metrics-address"},

@@ -163,7 +163,7 @@ func Start(cfg Config) (*Stack, error) {
 		reconciler = append([]string{"--config-dir=" + cfg.ConfigDir}, reconciler...)
 	}
 	if err := s.start("config-reconciler", cfg.Binaries.ConfigReconciler, s.ConfigAddress,
-		s.common(reconciler...), append(append([]string(nil), cfg.InternalArgs...), cfg.ConfigReconcilerArgs...)); err != nil {
+		s.common(reconciler...), cfg.extra(cfg.ConfigReconcilerArgs)); err != nil {
 		return s, err
 	}
 	runnerAddress := NoBinaryRunner
@@ -173,21 +173,35 @@ func Start(cfg Config) (*Stack, error) {
 		}
 		if err := s.start("binary-runner", cfg.Binaries.BinaryRunner, runnerAddress,
 			s.common("--functions="+cfg.FunctionsDir, "--port="+portOf(runnerAddress), "--config-address="+s.ConfigAddress),
-			append(append([]string(nil), cfg.InternalArgs...), cfg.BinaryRunnerArgs...)); err != nil {
+			cfg.extra(cfg.BinaryRunnerArgs)); err != nil {
 			return s, err
 		}
 	}
-	var gateway []string
+	var podManagers []string
 	if cfg.Binaries.PodManager != "" {
-		if s.PodManagerAddress, err = s.StartPodManager("pod-manager", append(append([]string(nil), cfg.InternalArgs...), cfg.PodManagerArgs...)...); err != nil {
+		if s.PodManagerAddress, err = s.StartPodManager("pod-manager", cfg.extra(cfg.PodManagerArgs)...); err != nil {
 			return s, err
 		}
-		gateway = append(gateway, "--pod-manager-address="+s.PodManagerAddress)
+		podManagers = append(podManagers, s.PodManagerAddress)
 	}
 	return s, s.start("gateway", cfg.Binaries.Gateway, s.GatewayAddress,
-		s.common(append([]string{"--port=" + portOf(s.GatewayAddress), "--health-interval=100ms",
-			"--config-address=" + s.ConfigAddress, "--binary-runner-address=" + runnerAddress}, gateway...)...),
-		append(append([]string(nil), cfg.InternalArgs...), cfg.GatewayArgs...))
+		s.gatewayFlags(s.GatewayAddress, runnerAddress, podManagers), cfg.extra(cfg.GatewayArgs))
+}
+
+// extra are a service's own args after the ones every internal service gets.
+func (c Config) extra(own []string) []string {
+	return append(append([]string(nil), c.InternalArgs...), own...)
+}
+
+// gatewayFlags are a gateway's flags: its port, the config-reconciler, the
+// binary-runner and the pod-manager replicas (none: no pod executor).
+func (s *Stack) gatewayFlags(address, binaryRunner string, podManagers []string) []string {
+	flags := []string{"--port=" + portOf(address), "--health-interval=100ms",
+		"--config-address=" + s.ConfigAddress, "--binary-runner-address=" + binaryRunner}
+	if len(podManagers) > 0 {
+		flags = append(flags, "--pod-manager-address="+strings.Join(podManagers, ","))
+	}
+	return s.common(flags...)
 }
 
 // common adds the flags every service gets to flags.
@@ -217,9 +231,9 @@ func (s *Stack) StartWrapperServer(name string, entrypoint []string, args ...str
 	if err != nil {
 		return "", err
 	}
-	host, port, _ := net.SplitHostPort(address)
+	host, _, _ := net.SplitHostPort(address)
 	return address, s.start(name, s.cfg.Binaries.WrapperServer, address,
-		s.common("--listen-host="+host, "--port="+port), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
+		s.common("--listen-host="+host, "--port="+portOf(address)), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
 }
 
 // StartGateway starts another gateway named name on a free port, reading
@@ -231,9 +245,7 @@ func (s *Stack) StartGateway(name string, podManagers []string, args ...string) 
 	if err != nil {
 		return "", err
 	}
-	return address, s.start(name, s.cfg.Binaries.Gateway, address,
-		s.common("--port="+portOf(address), "--health-interval=100ms", "--config-address="+s.ConfigAddress,
-			"--binary-runner-address="+NoBinaryRunner, "--pod-manager-address="+strings.Join(podManagers, ",")), args)
+	return address, s.start(name, s.cfg.Binaries.Gateway, address, s.gatewayFlags(address, NoBinaryRunner, podManagers), args)
 }
 
 // WaitServing waits until the gateway's health says SERVING, a service

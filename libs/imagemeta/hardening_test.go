@@ -3,7 +3,10 @@ package imagemeta
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,4 +165,23 @@ func TestRegistryErrorsAndCredentialReload(t *testing.T) {
 	require.NoError(t, os.Chtimes(creds, later, later))
 	_, err = r.Resolve(context.Background(), image)
 	assert.NoError(t, err, "after the credentials changed")
+}
+
+// A caller waits for a shared registry request no longer than its own
+// context allows.
+func TestCallerDoesNotWaitPastItsDeadline(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	host := strings.TrimPrefix(slow.URL, "http://")
+	r, err := New(Options{AllowedRegistries: []string{host}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = r.Resolve(ctx, host+"/fns/fn:v1")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }

@@ -206,16 +206,23 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	if ok && c.fresh(now) {
 		return c.meta, c.err
 	}
-	// One registry request per image at a time; the others wait for it. It
-	// runs on its own context, so that one caller giving up does not fail
-	// the others.
-	v, err, _ := r.flight.Do(image, func() (any, error) {
+	// One registry request per image at a time; the others wait for it,
+	// each no longer than its own context. It runs on a context of its own,
+	// so that one caller giving up does not fail the others.
+	ch := r.flight.DoChan(image, func() (any, error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		return r.fetch(fctx, image)
 	})
+	var res singleflight.Result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return Metadata{}, fmt.Errorf("image %q: waiting for the registry: %w", image, ctx.Err())
+	}
+	err := res.Err
 	if err == nil {
-		return v.(Metadata), nil
+		return res.Val.(Metadata), nil
 	}
 	var re *RegistryError
 	switch {

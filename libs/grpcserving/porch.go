@@ -50,25 +50,18 @@ type ignoredFlag struct {
 	porch porchFlag
 	into  *Flags
 	value string
+	set   bool
 }
 
 func (f *ignoredFlag) String() string { return f.value }
 
 func (f *ignoredFlag) Set(v string) error {
-	if !f.seen() {
+	if !f.set {
 		f.into.ignored = append(f.into.ignored, f.porch)
+		f.set = true
 	}
 	f.value = v
 	return nil
-}
-
-func (f *ignoredFlag) seen() bool {
-	for _, p := range f.into.ignored {
-		if p.name == f.porch.name {
-			return true
-		}
-	}
-	return false
 }
 
 func (f *ignoredFlag) IsBoolFlag() bool { return f.porch.boolean }

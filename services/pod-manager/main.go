@@ -35,6 +35,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
@@ -103,7 +104,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.<cluster domain>:9446, for meshes) or pod-ip.")
 	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
 	fs.Func("allowed-unclaimed-images", "Comma-separated image prefixes (registry/path) under which images no FunctionConfig claims may run in pods; empty: any (porch's behaviour, with --run-unclaimed-images).", func(v string) error {
-		o.unclaimedPrefixes = splitList(v)
+		// Normalized as image references are (docker.io → index.docker.io),
+		// so that a prefix matches the images it names.
+		o.unclaimedPrefixes = nil
+		for _, p := range splitList(v) {
+			np, err := imagematch.NormalizePrefix(p, "")
+			if err != nil {
+				return err
+			}
+			o.unclaimedPrefixes = append(o.unclaimedPrefixes, np)
+		}
 		return nil
 	})
 	fs.Func("allowed-override-service-accounts", "Comma-separated ServiceAccounts a FunctionConfig's templateOverrides.serviceAccountName may name; \"*\" (default): any, as porch allows; empty: none.", func(v string) error {

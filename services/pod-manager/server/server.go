@@ -69,7 +69,7 @@ type Options struct {
 	// defaults (porch does); otherwise they are NotFound.
 	RunUnclaimed bool
 	// UnclaimedPrefixes, when not empty, limits RunUnclaimed to images
-	// under one of these prefixes (registry/path/, as normalized).
+	// under one of these prefixes (imagematch.NormalizePrefix'd).
 	UnclaimedPrefixes []string
 	// OverrideServiceAccounts are the templateOverrides.serviceAccountName
 	// values allowed ("*": any, as porch allows).

@@ -8,6 +8,7 @@
 package fnexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,19 @@ type Options struct {
 	// (which stays HOME and TMPDIR): the wrapper-server runs the function in
 	// its container's working directory, as porch's does.
 	Dir string
+	// Sandbox, when set, wraps each run's command line (package sandbox
+	// does, in fnsandbox).
+	Sandbox Wrapper
+}
+
+// Wrapper wraps a function's command line in a sandbox. The wrapped command
+// ends the function's whole process tree when it gets SIGTERM, exits as the
+// function did, and reports its own failures (the function never ran) on
+// file descriptor 3.
+type Wrapper interface {
+	// Wrap returns the command line running argv with dir as its private,
+	// writable directory, and a release to call once the run has ended.
+	Wrap(argv []string, dir string) (wrapped []string, release func(), err error)
 }
 
 // Binary is a function binary as a runtime: Run runs Argv on one
@@ -93,7 +107,29 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
-	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	cmdline := argv
+	var sandboxErrors, sandboxErrorsW *os.File
+	if opts.Sandbox != nil {
+		wrapped, release, err := opts.Sandbox.Wrap(argv, dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
+		}
+		defer release()
+		if sandboxErrors, sandboxErrorsW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
+		}
+		defer sandboxErrors.Close()
+		defer sandboxErrorsW.Close()
+		cmdline = wrapped
+	}
+	cmd := exec.CommandContext(runCtx, cmdline[0], cmdline[1:]...)
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
+	if sandboxErrorsW != nil {
+		cmd.ExtraFiles = []*os.File{sandboxErrorsW}
+		// The wrapper ends the function's tree itself; a kill of its
+		// group would leave setsid escapees behind.
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	}
 	cmd.Dir = dir
 	if opts.Dir != "" {
 		cmd.Dir = opts.Dir
@@ -103,15 +139,22 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.WaitDelay = waitDelay
 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 	}
+	if sandboxErrorsW != nil {
+		sandboxErrorsW.Close() // the wrapper has its copy
+	}
 	waitErr := cmd.Wait()
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
+	if sandboxErrors != nil {
+		if msg, _ := io.ReadAll(io.LimitReader(sandboxErrors, 4096)); len(msg) > 0 {
+			return nil, fmt.Errorf("%w %s: %s", fnresult.ErrStart, argv[0], bytes.TrimSpace(msg))
+		}
+	}
 
 	res := &fnresult.Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
 	if cause := context.Cause(runCtx); cause != nil {

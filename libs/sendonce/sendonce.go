@@ -100,7 +100,9 @@ type failFastKey struct{}
 // Interceptor, fail as not sent as soon as a connection attempt fails
 // instead of waiting for the executor up to the connect wait: for a caller
 // that has somewhere else to send the call (another pod-manager replica).
-func FailFast(ctx context.Context) context.Context { return context.WithValue(ctx, failFastKey{}, true) }
+func FailFast(ctx context.Context) context.Context {
+	return context.WithValue(ctx, failFastKey{}, true)
+}
 
 func failingFast(ctx context.Context) bool { v, _ := ctx.Value(failFastKey{}).(bool); return v }
 

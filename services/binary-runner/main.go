@@ -18,6 +18,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
 )
@@ -33,6 +34,7 @@ type options struct {
 	maxLogBytes        int
 	tempDir            string
 	functionEnv        []string
+	sandbox            sandbox.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -57,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil
 	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
+	o.sandbox.Register(fs, sandbox.Defaults{AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -74,6 +77,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := o.common.Logger(stderr, "binary-runner")
 	o.common.LogIgnoredPorchFlags(log)
+	o.sandbox.TempDir = o.tempDir
+	sb, err := o.sandbox.Open(ctx, log)
+	if err != nil {
+		return err
+	}
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner", dialCreds)
 	if err != nil {
 		return err
@@ -88,16 +96,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	srv.Registry.MustRegister(sb.Collector())
+	exec := fnexec.Options{
+		Env:            passedEnv(o.functionEnv),
+		MaxOutputBytes: o.maxRequestBodySize,
+		MaxLogBytes:    o.maxLogBytes,
+		TempDir:        o.tempDir,
+	}
+	if sb.Enabled() {
+		exec.Sandbox = sb
+	}
 	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,
-		Exec: fnexec.Options{
-			Env:            passedEnv(o.functionEnv),
-			MaxOutputBytes: o.maxRequestBodySize,
-			MaxLogBytes:    o.maxLogBytes,
-			TempDir:        o.tempDir,
-		},
+		Exec:               exec,
 	}))
 
 	g, ctx := errgroup.WithContext(ctx)

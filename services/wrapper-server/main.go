@@ -33,6 +33,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	"github.com/fnrunner/fnrunner/libs/sandbox"
 )
 
 type options struct {
@@ -45,6 +46,7 @@ type options struct {
 	maxQueue           int
 	copyTo             string
 	entrypoint         []string
+	sandbox            sandbox.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -59,7 +61,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
 	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
-	fs.StringVar(&o.copyTo, "copy-to", "", "Copy this executable into the directory and exit (the pod's init container does this; no shell needed).")
+	fs.StringVar(&o.copyTo, "copy-to", "", "Copy this executable, and fnsandbox beside it, into the directory and exit (the pod's init container does this; no shell needed).")
+	// The function's image is its whole file system: it may read all of
+	// it (the pod's template decides what is mounted) and, as in porch's
+	// pods, reach the network; it writes only to its temp dir.
+	o.sandbox.Register(fs, sandbox.Defaults{ReadOnly: []string{"/"}, AnyConnect: true})
 	if err := fs.Parse(args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -123,6 +129,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return copySelf(o.copyTo)
 	}
 	log := o.common.Logger(stderr, "wrapper-server")
+	sb, err := o.sandbox.Open(ctx, log)
+	if err != nil {
+		return err
+	}
 	lis, srv, err := o.common.Open(log, o.listenHost, o.port, nil, grpcserving.Config{
 		Name:           "wrapper-server",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
@@ -139,12 +149,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
+	srv.Registry.MustRegister(sb.Collector())
+	exec := fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes, Env: containerEnv(), Dir: workdir}
+	if sb.Enabled() {
+		exec.Sandbox = sb
+	}
 	evalwire.Register(srv.GRPC, &wrapper{
-		function: &fnexec.Binary{
-			Argv: o.entrypoint,
-			Options: fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes,
-				Env: containerEnv(), Dir: workdir},
-		},
+		function:   &fnexec.Binary{Argv: o.entrypoint, Options: exec},
 		limit:      admission.New(o.maxConcurrent, o.maxQueue),
 		concurrent: o.maxConcurrent,
 		queue:      o.maxQueue,
@@ -171,13 +182,26 @@ func containerEnv() []string {
 	return env
 }
 
-// copySelf copies this executable to dir/wrapper-server.
+// copySelf copies this executable to dir/wrapper-server, and fnsandbox
+// beside it, when there is one, to dir/fnsandbox.
 func copySelf(dir string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(self)
+	if err := copyExecutable(self, dir, "wrapper-server"); err != nil {
+		return err
+	}
+	helper := filepath.Join(filepath.Dir(self), "fnsandbox")
+	if _, err := os.Stat(helper); err != nil {
+		return nil
+	}
+	return copyExecutable(helper, dir, "fnsandbox")
+}
+
+// copyExecutable copies src to dir/name, atomically.
+func copyExecutable(src, dir, name string) error {
+	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
@@ -185,7 +209,7 @@ func copySelf(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	dst := filepath.Join(dir, "wrapper-server")
+	dst := filepath.Join(dir, name)
 	out, err := os.OpenFile(dst+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
 	if err != nil {
 		return err

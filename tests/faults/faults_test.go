@@ -134,12 +134,14 @@ func TestThousandConcurrentCalls(t *testing.T) {
 // sent to it when it died fail with Unavailable saying the function may
 // have run; calls that arrive while it is down wait for it and succeed.
 func TestBinaryRunnerKilledMidLoad(t *testing.T) {
+	// The record function notes each run on its side, in a ledger the
+	// sandbox lets it write: no call may run twice, whatever the caller saw.
+	ledgerDir := t.TempDir()
+	runs := filepath.Join(ledgerDir, "runs")
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"},
-		Configs: map[string]string{"hostile.yaml": hostile(t)}})
+		BinaryRunnerArgs: []string{"--sandbox-read-write-paths=" + ledgerDir},
+		Configs:          map[string]string{"hostile.yaml": hostile(t)}})
 	const calls, concurrency = 400, 8
-	// The record function notes each run on its side: no call may run
-	// twice, whatever the caller saw.
-	runs := filepath.Join(t.TempDir(), "runs")
 	client := s.Client()
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
 		func(ctx context.Context, i int) error {

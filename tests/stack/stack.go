@@ -84,6 +84,7 @@ func Binaries(t testing.TB) localstack.Binaries {
 		BinaryRunner:     harness.Binary(t, "FNRUNNER_BINARY_RUNNER"),
 		ConfigReconciler: harness.Binary(t, "FNRUNNER_CONFIG_RECONCILER"),
 		WrapperServer:    harness.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
+		Fnsandbox:        harness.Binary(t, "FNRUNNER_FNSANDBOX"),
 	}
 }
 

@@ -3,9 +3,12 @@ Used by tools/local (the run command) and tools/bzl/testenv.bzl (the
 environment of the tests and the bench)."""
 
 # The local stack's services (tools/local): each is a --<name>-binary flag.
+# fnsandbox is the helper the binary-runner and the wrapper-server run each
+# function binary in (libs/sandbox).
 SERVICES = {
     "binary-runner": "//services/binary-runner",
     "config-reconciler": "//services/config-reconciler",
+    "fnsandbox": "//libs/sandbox/fnsandbox",
     "gateway": "//services/gateway",
 }
 

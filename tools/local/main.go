@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
 	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
 	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
+	fs.StringVar(&bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper, the binary-runner's --sandbox-helper (set by the Bazel target).")
 	fs.Var(functions, "function", "name=path of a function binary for the functions directory; repeatable (set by the Bazel target).")
 	if err := grpcserving.Parse(fs, args); err != nil {
 		return grpcserving.FlagError(err)

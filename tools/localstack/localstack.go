@@ -33,9 +33,12 @@ import (
 // run by Start: it runs inside function pods (tests/kubelet starts one per
 // pod, with the pod's args, as a node does); StartWrapperServer runs one on
 // its own.
+// Fnsandbox, when set, is the binary-runner's and the wrapper-server's
+// --sandbox-helper.
 type Binaries struct {
 	Gateway, BinaryRunner, ConfigReconciler string
 	PodManager, WrapperServer               string
+	Fnsandbox                               string
 }
 
 // Config says what to run.
@@ -172,7 +175,7 @@ func Start(cfg Config) (*Stack, error) {
 			return s, err
 		}
 		if err := s.start("binary-runner", cfg.Binaries.BinaryRunner, runnerAddress,
-			s.common("--functions="+cfg.FunctionsDir, "--port="+portOf(runnerAddress), "--config-address="+s.ConfigAddress),
+			s.common(append(s.sandboxFlags(), "--functions="+cfg.FunctionsDir, "--port="+portOf(runnerAddress), "--config-address="+s.ConfigAddress)...),
 			cfg.extra(cfg.BinaryRunnerArgs)); err != nil {
 			return s, err
 		}
@@ -204,6 +207,15 @@ func (s *Stack) gatewayFlags(address, binaryRunner string, podManagers []string)
 	return s.common(flags...)
 }
 
+// sandboxFlags name the fnsandbox helper to a function runner, when the
+// stack has one.
+func (s *Stack) sandboxFlags() []string {
+	if s.cfg.Binaries.Fnsandbox == "" {
+		return nil
+	}
+	return []string{"--sandbox-helper=" + s.cfg.Binaries.Fnsandbox}
+}
+
 // common adds the flags every service gets to flags.
 func (s *Stack) common(flags ...string) []string {
 	return append(flags, "--metrics-address=", "--log-level="+s.cfg.LogLevel)
@@ -233,7 +245,7 @@ func (s *Stack) StartWrapperServer(name string, entrypoint []string, args ...str
 	}
 	host, _, _ := net.SplitHostPort(address)
 	return address, s.start(name, s.cfg.Binaries.WrapperServer, address,
-		s.common("--listen-host="+host, "--port="+portOf(address)), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
+		s.common(append(s.sandboxFlags(), "--listen-host="+host, "--port="+portOf(address))...), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
 }
 
 // StartGateway starts another gateway named name on a free port, reading

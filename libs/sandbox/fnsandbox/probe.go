@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+)
+
+// probe finds out which layers this kernel and container allow, by trying
+// each the way a run applies it.
+func probe() spec.Report {
+	var r spec.Report
+	add := func(layer string, ok bool, detail string) {
+		r = append(r, spec.Finding{Layer: layer, Available: ok, Detail: detail})
+	}
+	ok, detail := baseFinding()
+	add("base", ok, detail)
+	ok, detail = landlockFinding()
+	add("landlock", ok, detail)
+	ok, detail = uidFinding()
+	add("uid", ok, detail)
+	ok, detail = usernsFinding()
+	add("userns", ok, detail)
+	ok, detail = cgroupFinding()
+	add("cgroup", ok, detail)
+	return r
+}
+
+// baseFinding tries no_new_privs (on a thread that is then discarded) and
+// the child subreaper.
+func baseFinding() (bool, string) {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		errc <- unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	}()
+	if err := <-errc; err != nil {
+		return false, "no_new_privs: " + err.Error()
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return false, "child subreaper: " + err.Error()
+	}
+	return true, "no_new_privs, child subreaper, rlimits"
+}
+
+// uidFinding: a call gets its own uid only when the helper may change uid
+// and gid (root, or CAP_SETUID and CAP_SETGID).
+func uidFinding() (bool, string) {
+	caps, err := effectiveCaps()
+	if err != nil {
+		return false, err.Error()
+	}
+	const setgid, setuid = 6, 7
+	if caps&(1<<setuid) == 0 || caps&(1<<setgid) == 0 {
+		return false, "no CAP_SETUID and CAP_SETGID (the runner is not root)"
+	}
+	return true, fmt.Sprintf("runner uid %d may change uid", os.Getuid())
+}
+
+func effectiveCaps() (uint64, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, fmt.Errorf("no CapEff in /proc/self/status")
+}
+
+// usernsFinding starts a child in a new user namespace.
+func usernsFinding() (bool, string) {
+	exe, err := os.Executable()
+	if err != nil {
+		return false, err.Error()
+	}
+	pid, err := syscall.ForkExec(exe, []string{exe, spec.Probe + "-noop"}, &syscall.ProcAttr{
+		Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET},
+	})
+	if err != nil {
+		return false, "unshare user, pid, mount and network namespaces: " + err.Error()
+	}
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, 0, nil)
+	return true, "user, pid, mount and network namespaces allowed (not applied by this version)"
+}
+
+// cgroupFinding looks for a cgroup the helper could make children in.
+func cgroupFinding() (bool, string) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false, err.Error()
+	}
+	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"} {
+		if unix.Access(dir, unix.W_OK) == nil {
+			if _, err := os.Stat(dir + "/cgroup.procs"); err == nil {
+				return true, dir + " is writable (not applied by this version)"
+			}
+		}
+	}
+	return false, "no writable cgroup (" + strings.TrimSpace(strings.SplitN(string(self), "\n", 2)[0]) + ")"
+}

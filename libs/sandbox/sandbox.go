@@ -1,0 +1,445 @@
+// Package sandbox runs function binaries inside layers of protection, as
+// the binary-runner and the wrapper-server do for every call. A run goes
+// through fnsandbox (the helper in ./fnsandbox, shipped beside each service
+// binary), which applies the layers this package asks for:
+//
+//   - base: no_new_privs; a child subreaper that kills and reaps every
+//     descendant at the end of a call, setsid escapees included; rlimits
+//     (address space, file size, open files, CPU); the private temp dir is
+//     fnexec's, removed after the call. Always on unless --sandbox=none.
+//   - landlock: files only below the function's binary, the read-only system
+//     paths and its temp dir; no TCP bind, TCP connect only to the allowed
+//     ports; no ptrace, signals or abstract sockets out of the call (so no
+//     /proc/<pid>/environ or fd of the runner or of another call).
+//   - uid: each concurrent call runs as its own unprivileged uid and gid, with
+//     no capabilities (when the runner may change uid, as root does); the
+//     process limit then counts that call alone.
+//
+// At start Open asks the helper which layers this kernel and container
+// allow (userns and cgroup are found and reported too, not yet applied),
+// logs it, exports it as metrics and refuses to start when a layer named by
+// --sandbox is missing.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+)
+
+// Layer names one protection.
+type Layer string
+
+// The layers; see the package comment.
+const (
+	Base     Layer = "base"
+	Landlock Layer = "landlock"
+	UID      Layer = "uid"
+)
+
+// Applied are the layers this version applies, in order.
+var applied = []Layer{Base, Landlock, UID}
+
+// Detected-only layers: reported at start, not applied yet.
+var detectedOnly = []Layer{"userns", "cgroup"}
+
+// ErrLayerMissing is wrapped by Open's error when --sandbox names a layer
+// this kernel or container does not allow.
+var ErrLayerMissing = errors.New("sandbox layer missing")
+
+// Flags are the --sandbox flags of a runner.
+type Flags struct {
+	// Mode is "auto" (every layer available), "none", or a comma-separated
+	// list of layers, each required.
+	Mode string
+	// Helper is the fnsandbox executable.
+	Helper string
+	// Limits are the rlimits of each call.
+	Limits spec.Limits
+	// ReadOnly are the paths a function may read and execute below, beside
+	// its own binary (landlock).
+	ReadOnly []string
+	// ReadWrite are paths a function may also write below, beside its
+	// private directory (landlock).
+	ReadWrite []string
+	// ConnectPorts are the TCP ports a function may connect to (landlock).
+	ConnectPorts []uint16
+	// AnyConnect lets a function connect to any TCP port (landlock still
+	// denies bind).
+	AnyConnect bool
+	// FirstUID is the first of the uids (and gids) calls run as (uid).
+	FirstUID int
+	// TempDir is where the runner makes each call's private directory
+	// ("" = os.TempDir()): with the uid layer, every call's uid must be
+	// able to reach it.
+	TempDir string
+}
+
+// Defaults are a service's flag defaults.
+type Defaults struct {
+	AddressSpace uint64
+	ReadOnly     []string
+	AnyConnect   bool
+}
+
+// SystemReadOnly are the read-only paths of the binary-runner's functions:
+// what a static or dynamically linked binary and a TLS client need.
+var SystemReadOnly = []string{
+	"/bin", "/lib", "/lib64", "/usr/bin", "/usr/lib", "/usr/lib64", "/usr/share/zoneinfo", "/usr/share/ca-certificates",
+	"/etc/ssl", "/etc/ca-certificates", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+	"/etc/hosts", "/etc/resolv.conf", "/etc/localtime", "/dev/zero", "/dev/urandom", "/dev/random",
+}
+
+// Register adds the --sandbox flags to fs.
+func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
+	helper := "fnsandbox"
+	if exe, err := os.Executable(); err == nil {
+		helper = filepath.Join(filepath.Dir(exe), "fnsandbox")
+	}
+	f.ReadOnly = slices.Clone(d.ReadOnly)
+	f.Limits = spec.Limits{Processes: 256, AddressSpace: d.AddressSpace, FileSize: 256 << 20, OpenFiles: 1024}
+	f.FirstUID = 2000000
+	f.AnyConnect = d.AnyConnect
+	connectDefault := "none"
+	if d.AnyConnect {
+		connectDefault = "any"
+	}
+	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock and uid, each required: the service refuses to start when one is missing.`)
+	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
+	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "RLIMIT_NPROC of a call: processes and threads. Applied only with the uid layer, where it counts that call alone (without it, it would count the runner's own threads and every call's); 0 = not set.")
+	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
+	fs.Uint64Var(&f.Limits.FileSize, "sandbox-max-file-size", f.Limits.FileSize, "RLIMIT_FSIZE: the largest file a function writes, in bytes; 0 = not set.")
+	fs.Uint64Var(&f.Limits.OpenFiles, "sandbox-max-open-files", f.Limits.OpenFiles, "RLIMIT_NOFILE of each function process; 0 = not set.")
+	fs.Uint64Var(&f.Limits.CPUSeconds, "sandbox-max-cpu-seconds", 0, "RLIMIT_CPU of each function process, in CPU seconds; 0 = not set (the call's deadline still ends it).")
+	fs.Func("sandbox-read-only-paths", fmt.Sprintf("Comma-separated paths a function may read and execute below, beside its binary, with the landlock layer (default %q).", strings.Join(d.ReadOnly, ",")), func(v string) error {
+		f.ReadOnly = splitList(v)
+		return nil
+	})
+	fs.Func("sandbox-read-write-paths", "Comma-separated paths a function may also write below with the landlock layer, beside its private directory (default: none).", func(v string) error {
+		f.ReadWrite = splitList(v)
+		return nil
+	})
+	fs.Func("sandbox-allow-connect-ports", fmt.Sprintf("Comma-separated TCP ports a function may connect to with the landlock layer, or \"any\" (default %s; TCP bind is always denied).", connectDefault), func(v string) error {
+		f.ConnectPorts, f.AnyConnect = nil, v == "any"
+		if f.AnyConnect {
+			return nil
+		}
+		for _, p := range splitList(v) {
+			n, err := strconv.ParseUint(p, 10, 16)
+			if err != nil {
+				return fmt.Errorf("port %q: %w", p, err)
+			}
+			f.ConnectPorts = append(f.ConnectPorts, uint16(n))
+		}
+		return nil
+	})
+	fs.IntVar(&f.FirstUID, "sandbox-first-uid", f.FirstUID, "With the uid layer, concurrent calls run as uids (and gids) FIRST, FIRST+1, ...: pick a range no one else uses.")
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Sandbox wraps function command lines in fnsandbox with the layers in use;
+// with none in use (Enabled false) the runner runs functions bare.
+type Sandbox struct {
+	helper    string
+	layers    []Layer
+	limits    spec.Limits
+	readOnly  []string
+	readWrite []string
+	ports     []uint16
+	anyPort   bool
+	report    spec.Report
+
+	uids *uidPool
+}
+
+// Open finds out which layers are available, decides which to use by
+// f.Mode and logs both. It fails, wrapping
+// ErrLayerMissing, when a layer f.Mode names is missing.
+func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
+	want, err := parseMode(f.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if f.Mode == "none" {
+		log.Warn("sandbox off (--sandbox=none): function binaries run as the runner, with its files, network and limits")
+		return &Sandbox{}, nil
+	}
+	report, err := Probe(ctx, f.Helper)
+	if err != nil {
+		if f.Mode != "auto" {
+			return nil, fmt.Errorf("%w: base: %w", ErrLayerMissing, err)
+		}
+		log.Error("sandbox helper unusable: function binaries run unsandboxed", "helper", f.Helper, "err", err)
+		return &Sandbox{}, nil
+	}
+	for i, fd := range report {
+		if fd.Layer == string(UID) && fd.Available {
+			err := mapped(f.FirstUID, uidRange)
+			if err == nil {
+				err = reachableByAll(f.TempDir)
+			}
+			if err != nil {
+				report[i] = spec.Finding{Layer: fd.Layer, Detail: err.Error()}
+			}
+		}
+	}
+	available := func(l Layer) (spec.Finding, bool) {
+		for _, fd := range report {
+			if fd.Layer == string(l) {
+				return fd, fd.Available
+			}
+		}
+		return spec.Finding{Layer: string(l), Detail: "not reported by the helper"}, false
+	}
+	var use []Layer
+	for _, l := range applied {
+		fd, ok := available(l)
+		switch {
+		case want == nil && ok:
+			use = append(use, l)
+		case want == nil:
+			log.Warn("sandbox layer missing", "layer", l, "why", fd.Detail)
+		case slices.Contains(want, l) && !ok:
+			return nil, fmt.Errorf("%w: %s (--sandbox=%s): %s", ErrLayerMissing, l, f.Mode, fd.Detail)
+		case slices.Contains(want, l):
+			use = append(use, l)
+		}
+	}
+	if !slices.Contains(use, Base) {
+		use = append([]Layer{Base}, use...) // every other layer runs through the helper
+	}
+	for _, fd := range report {
+		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
+	}
+	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	if slices.Contains(use, UID) {
+		s.uids = &uidPool{first: f.FirstUID}
+	} else {
+		s.limits.Processes = 0
+	}
+	return s, nil
+}
+
+// uidRange is how many uids from --sandbox-first-uid must exist: more
+// concurrent calls than this is not expected of one runner.
+const uidRange = 4096
+
+// mapped fails unless the uids (and gids) first to first+n-1 exist in this
+// process's user namespace: a container runtime's or Bazel's namespace maps
+// only a few, and the kernel refuses the others.
+func mapped(first, n int) error {
+	for _, file := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
+		m, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		ok := false
+		for _, line := range strings.Split(strings.TrimSpace(string(m)), "\n") {
+			var inside, outside, length int
+			if _, err := fmt.Sscan(line, &inside, &outside, &length); err == nil && first >= inside && first+n <= inside+length {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("ids %d-%d are not mapped in this user namespace (%s: %s)", first, first+n-1, file, strings.Join(strings.Fields(string(m)), " "))
+		}
+	}
+	return nil
+}
+
+// reachableByAll fails unless every user may traverse dir and each directory
+// above it.
+func reachableByAll(dir string) error {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("temp dir: %w", err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("calls' uids cannot reach the temp dir %s: %s is mode %v (use a --temp-dir every user may traverse)", abs, p, st.Mode().Perm())
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// parseMode returns the required layers, nil for "auto" (and "none").
+func parseMode(mode string) ([]Layer, error) {
+	if mode == "auto" || mode == "none" {
+		return nil, nil
+	}
+	var want []Layer
+	for _, name := range splitList(mode) {
+		l := Layer(name)
+		switch {
+		case slices.Contains(applied, l):
+			want = append(want, l)
+		case slices.Contains(detectedOnly, l):
+			return nil, fmt.Errorf("--sandbox=%s: the %s layer is detected but not applied by this version", mode, l)
+		default:
+			return nil, fmt.Errorf("--sandbox=%s: unknown layer %q (auto, none, or of base, landlock, uid)", mode, name)
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("--sandbox=%q names no layer", mode)
+	}
+	return want, nil
+}
+
+// Probe runs the helper's probe.
+func Probe(ctx context.Context, helper string) (spec.Report, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, helper, spec.Probe)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("running %s %s: %w: %s", helper, spec.Probe, err, strings.TrimSpace(stderr.String()))
+	}
+	return spec.ParseReport(string(out))
+}
+
+// Layers are the layers in use.
+func (s *Sandbox) Layers() []Layer { return slices.Clone(s.layers) }
+
+// Enabled says whether functions run in the sandbox at all.
+func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
+
+// Wrap returns the command line that runs argv in the sandbox with dir as its
+// private, writable directory, and a release to call once it has ended.
+func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
+	sp := spec.Spec{Limits: s.limits, UID: -1, GID: -1, PrivateDir: dir, Argv: argv}
+	if slices.Contains(s.layers, Landlock) {
+		bin, err := exec.LookPath(argv[0])
+		if err != nil {
+			return nil, nil, fmt.Errorf("function binary: %w", err)
+		}
+		if bin, err = filepath.Abs(bin); err != nil {
+			return nil, nil, fmt.Errorf("function binary: %w", err)
+		}
+		// A symlinked binary (Bazel's runfiles, /usr/bin/x -> ...) is
+		// opened through its target.
+		real, err := filepath.EvalSymlinks(bin)
+		if err != nil {
+			return nil, nil, fmt.Errorf("function binary: %w", err)
+		}
+		sp.Landlock = true
+		sp.ReadOnly = append(slices.Clone(s.readOnly), real)
+		// /dev/null is written to by many (os/exec's default stdout).
+		sp.ReadWrite = append([]string{"/dev/null"}, s.readWrite...)
+		sp.ConnectPorts = s.ports
+		sp.AnyConnect = s.anyPort
+	}
+	release := func() {}
+	if s.uids != nil {
+		id, err := s.uids.get()
+		if err != nil {
+			return nil, nil, err
+		}
+		sp.UID, sp.GID = id, id
+		release = func() { s.uids.put(id) }
+	}
+	return append([]string{s.helper}, sp.Args()...), release, nil
+}
+
+// Collector exports what Open found: fnrunner_sandbox_layer_available and
+// fnrunner_sandbox_layer_used, 1 or 0 for each layer.
+func (s *Sandbox) Collector() prometheus.Collector {
+	available := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fnrunner_sandbox_layer_available",
+		Help: "1 when this kernel and container allow the sandbox layer, as found at start.",
+	}, []string{"layer"})
+	used := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fnrunner_sandbox_layer_used",
+		Help: "1 when function binaries run with the sandbox layer.",
+	}, []string{"layer"})
+	for _, l := range append(slices.Clone(applied), detectedOnly...) {
+		var avail float64
+		for _, f := range s.report {
+			if f.Layer == string(l) && f.Available {
+				avail = 1
+			}
+		}
+		available.WithLabelValues(string(l)).Set(avail)
+		var inUse float64
+		if slices.Contains(s.layers, l) {
+			inUse = 1
+		}
+		used.WithLabelValues(string(l)).Set(inUse)
+	}
+	return collectors{available, used}
+}
+
+type collectors []prometheus.Collector
+
+func (c collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, x := range c {
+		x.Describe(ch)
+	}
+}
+
+func (c collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, x := range c {
+		x.Collect(ch)
+	}
+}
+
+// uidPool hands each concurrent call a uid of its own: the lowest free one
+// from first on.
+type uidPool struct {
+	first int
+	mu    sync.Mutex
+	inUse []bool
+}
+
+func (p *uidPool) get() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, used := range p.inUse {
+		if !used {
+			p.inUse[i] = true
+			return p.first + i, nil
+		}
+	}
+	if len(p.inUse) == uidRange {
+		return 0, fmt.Errorf("uid layer: all %d uids from %d are in use", uidRange, p.first)
+	}
+	p.inUse = append(p.inUse, true)
+	return p.first + len(p.inUse) - 1, nil
+}
+
+func (p *uidPool) put(id int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inUse[id-p.first] = false
+}

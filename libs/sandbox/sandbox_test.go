@@ -1,0 +1,308 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
+	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+)
+
+// helper is fnsandbox, built by Bazel (FNRUNNER_FNSANDBOX) or by hand.
+func helper(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("FNRUNNER_FNSANDBOX")
+	if p == "" {
+		t.Skip("FNRUNNER_FNSANDBOX is not set (run under Bazel)")
+	}
+	if root := os.Getenv("TEST_SRCDIR"); root != "" {
+		// Bazel: $(rootpath) is below the workspace's runfiles, and the
+		// test runs in its package's directory.
+		p = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), p)
+	}
+	abs, err := filepath.Abs(p)
+	require.NoError(t, err)
+	return abs
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})) }
+
+// open is a sandbox with mode's layers and the binary-runner's paths.
+func open(t *testing.T, mode string, limits spec.Limits) *sandbox.Sandbox {
+	t.Helper()
+	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t)}
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	return sb
+}
+
+// tempRoot is a directory every uid may reach (Bazel's test temp dir is
+// below root's private home).
+func tempRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "sandbox-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o711))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func run(t *testing.T, sb *sandbox.Sandbox, timeout time.Duration, script string) (*fnresult.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	opts := fnexec.Options{TempDir: tempRoot(t)}
+	if sb.Enabled() {
+		opts.Sandbox = sb
+	}
+	return fnexec.Run(ctx, []string{"/bin/bash", "-c", script}, strings.NewReader("input\n"), opts)
+}
+
+func out(res *fnresult.Result) string {
+	if res == nil {
+		return ""
+	}
+	return strings.TrimSpace(string(res.ResourceList.Materialize()))
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestProbeFindsEveryLayer(t *testing.T) {
+	report, err := sandbox.Probe(context.Background(), helper(t))
+	require.NoError(t, err)
+	var layers []string
+	for _, f := range report {
+		layers = append(layers, f.Layer)
+		assert.NotEmpty(t, f.Detail, f.Layer)
+	}
+	assert.Equal(t, []string{"base", "landlock", "uid", "userns", "cgroup"}, layers)
+}
+
+func TestOrdinaryCallRunsInEveryLayerSet(t *testing.T) {
+	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "auto"} {
+		t.Run(mode, func(t *testing.T) {
+			sb := open(t, mode, spec.Limits{})
+			res, err := run(t, sb, 10*time.Second, `cat; echo log >&2; echo made > "$TMPDIR/f"; cat "$TMPDIR/f"; pwd`)
+			require.NoError(t, err, "log: %s", res.Log)
+			lines := strings.Split(out(res), "\n")
+			require.Len(t, lines, 3)
+			assert.Equal(t, []string{"input", "made"}, lines[:2])
+			assert.Equal(t, "log", strings.TrimSpace(string(res.Log)))
+		})
+	}
+}
+
+// The hostile cases, each under each layer set: whether the attack is
+// stopped there. "none" documents what holds without a sandbox at all.
+func TestHostileCasesByLayer(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "tls.key")
+	require.NoError(t, os.WriteFile(secret, []byte("PRIVATE KEY"), 0o644))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { lis.Close() })
+	port := lis.Addr().(*net.TCPAddr).Port
+
+	cases := []struct {
+		name   string
+		script string
+		// stopped reports whether the attack failed, from the call's
+		// output and error.
+		stopped func(t *testing.T, output string, err error) bool
+		// stoppedBy are the layer sets that stop it.
+		stoppedBy []string
+	}{
+		{
+			name:   "setsid escapee outlives the call",
+			script: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`,
+			stopped: func(t *testing.T, output string, err error) bool {
+				pid, convErr := strconv.Atoi(output)
+				require.NoError(t, convErr, output)
+				stopped := !alive(pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				return stopped
+			},
+			stoppedBy: []string{"base", "base,landlock", "base,landlock,uid"},
+		},
+		{
+			name:      "reads the runner's environment",
+			script:    `cat /proc/` + strconv.Itoa(os.Getpid()) + `/environ >/dev/null && echo read`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "read" },
+			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+		},
+		{
+			name:      "reads a file of the runner (its TLS key)",
+			script:    `cat ` + secret,
+			stopped:   func(t *testing.T, output string, err error) bool { return !strings.Contains(output, "PRIVATE KEY") },
+			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+		},
+		{
+			name:      "connects to a loopback service",
+			script:    `echo hello > /dev/tcp/127.0.0.1/` + strconv.Itoa(port) + ` && echo connected`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "connected" },
+			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+		},
+		{
+			name:      "writes outside its temp dir",
+			script:    `echo x > ` + filepath.Dir(secret) + `/planted && echo wrote`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "wrote" },
+			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+		},
+		{
+			name:      "runs as root",
+			script:    `id -u`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "0" },
+			stoppedBy: []string{"base,landlock,uid"},
+		},
+	}
+	sets := []string{"none", "base", "base,landlock", "base,landlock,uid"}
+	if os.Getuid() != 0 {
+		sets = sets[:3]
+	}
+	for _, set := range sets {
+		sb := open(t, set, spec.Limits{})
+		for _, c := range cases {
+			t.Run(set+"/"+c.name, func(t *testing.T) {
+				res, err := run(t, sb, 10*time.Second, c.script)
+				want := false
+				for _, s := range c.stoppedBy {
+					want = want || s == set
+				}
+				if c.name == "runs as root" && os.Getuid() != 0 {
+					t.Skip("the runner is not root")
+				}
+				assert.Equal(t, want, c.stopped(t, out(res), err), "output %q, err %v", out(res), err)
+			})
+		}
+	}
+}
+
+func TestLimitsBoundAHostileCall(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the process limit is per call only with the uid layer, which needs root")
+	}
+	sb := open(t, "base,landlock,uid", spec.Limits{Processes: 64, AddressSpace: 512 << 20, FileSize: 1 << 20, OpenFiles: 64})
+	t.Run("fork bomb ends with the call", func(t *testing.T) {
+		res, err := run(t, sb, 3*time.Second, `bomb() { bomb | bomb & }; bomb; sleep 60`)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "log: %s", res.Log)
+		// Nothing of the call is left: its uid has no process.
+		assert.Empty(t, processesOf(t, 3100000))
+	})
+	t.Run("memory bomb fails", func(t *testing.T) {
+		_, err := run(t, sb, 10*time.Second, `dd if=/dev/zero of=/dev/null bs=1G count=1`)
+		var xe *fnresult.ExitError
+		require.ErrorAs(t, err, &xe)
+	})
+	t.Run("temp dir fill stops at the file size limit", func(t *testing.T) {
+		res, err := run(t, sb, 10*time.Second, `head -c 4194304 /dev/zero > "$TMPDIR/fill"; stat -c %s "$TMPDIR/fill"`)
+		require.NoError(t, err)
+		assert.Equal(t, "1048576", out(res))
+	})
+	t.Run("open files stop at the limit", func(t *testing.T) {
+		res, err := run(t, sb, 10*time.Second, `ulimit -n`)
+		require.NoError(t, err)
+		assert.Equal(t, "64", out(res))
+	})
+	t.Run("a next call runs", func(t *testing.T) {
+		res, err := run(t, sb, 10*time.Second, `cat`)
+		require.NoError(t, err)
+		assert.Equal(t, "input", out(res))
+	})
+}
+
+func TestCancelledCallLeavesNothing(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	_, err := run(t, sb, 2*time.Second, `(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! >> `+pidFile+`); sleep 300 & echo $! >> `+pidFile+`; sleep 300`)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	pids, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	for _, p := range strings.Fields(string(pids)) {
+		pid, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		assert.False(t, alive(pid), "process %d outlived the cancelled call", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func TestSandboxFailureIsNotTheFunctions(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	_, err := fnexec.Run(context.Background(), []string{"/nonexistent/fn"}, strings.NewReader(""), fnexec.Options{Sandbox: sb})
+	require.ErrorIs(t, err, fnresult.ErrStart)
+	assert.Contains(t, err.Error(), "fnsandbox: starting /nonexistent/fn")
+	var xe *fnresult.ExitError
+	assert.False(t, errors.As(err, &xe))
+}
+
+func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
+	// A helper that is not root has no uid layer: the runner as an
+	// ordinary user, for real (setpriv drops to nobody).
+	if os.Getuid() != 0 {
+		t.Skip("needs root to drop to another user")
+	}
+	dir := tempRoot(t)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin, err := os.ReadFile(helper(t))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fnsandbox"), bin, 0o755))
+	nonRoot := filepath.Join(dir, "fnsandbox-as-nobody")
+	require.NoError(t, os.WriteFile(nonRoot, []byte("#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all "+filepath.Join(dir, "fnsandbox")+" \"$@\"\n"), 0o755))
+
+	f := sandbox.Flags{Mode: "base,landlock,uid", Helper: nonRoot, TempDir: dir}
+	_, err = f.Open(context.Background(), discard())
+	require.ErrorIs(t, err, sandbox.ErrLayerMissing)
+	assert.Contains(t, err.Error(), "uid")
+
+	f.Mode = "auto"
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	assert.Equal(t, []sandbox.Layer{sandbox.Base, sandbox.Landlock}, sb.Layers())
+
+	f.Helper = "/nonexistent/fnsandbox"
+	f.Mode = "base"
+	_, err = f.Open(context.Background(), discard())
+	require.ErrorIs(t, err, sandbox.ErrLayerMissing)
+	f.Mode = "auto"
+	sb, err = f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	assert.False(t, sb.Enabled(), "auto without a helper runs bare, and logs it")
+
+	for _, mode := range []string{"userns", "bogus", ","} {
+		f.Mode = mode
+		_, err = f.Open(context.Background(), discard())
+		assert.Error(t, err, mode)
+	}
+}
+
+// processesOf lists the pids whose real uid is uid.
+func processesOf(t *testing.T, uid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) == uid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -1,0 +1,175 @@
+// Package spec is the command line between a runner and fnsandbox, the
+// helper that runs one function call in its sandbox: the runner encodes a
+// Spec with Args, the helper decodes it with Parse. Both sides link only
+// this and the standard library.
+package spec
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Limits are the rlimits set on a call's processes; 0 leaves one as it is.
+type Limits struct {
+	// Processes is RLIMIT_NPROC: processes and threads of the call's uid.
+	Processes uint64
+	// AddressSpace is RLIMIT_AS in bytes, per process.
+	AddressSpace uint64
+	// FileSize is RLIMIT_FSIZE in bytes: the largest file a process writes.
+	FileSize uint64
+	// OpenFiles is RLIMIT_NOFILE, per process.
+	OpenFiles uint64
+	// CPUSeconds is RLIMIT_CPU, per process.
+	CPUSeconds uint64
+}
+
+// Spec is one sandboxed run.
+type Spec struct {
+	// Limits are set on the helper before it starts the function, so the
+	// function and all it starts inherit them.
+	Limits Limits
+	// Landlock turns on the Landlock rules below; without it they are not
+	// enforced.
+	Landlock bool
+	// ReadOnly are paths (directories or files) the function may read and
+	// execute; missing ones are skipped.
+	ReadOnly []string
+	// ReadWrite are paths the function may read, write, create and remove in.
+	ReadWrite []string
+	// PrivateDir is the call's own directory: writable with Landlock, and
+	// given to UID.
+	PrivateDir string
+	// ConnectPorts are TCP ports the function may connect to; every other
+	// TCP connect and bind is denied.
+	ConnectPorts []uint16
+	// AnyConnect leaves TCP unrestricted (ConnectPorts is then ignored).
+	AnyConnect bool
+	// UID and GID, when not -1, are what the function runs as; the helper
+	// gives it ReadWrite first.
+	UID, GID int
+	// Argv is the function's command line.
+	Argv []string
+}
+
+// Probe, given as the only argument, makes the helper report which layers it
+// can apply instead of running anything.
+const Probe = "-probe"
+
+// Args is the helper's command line for s (without the helper itself).
+func (s Spec) Args() []string {
+	var a []string
+	lim := func(name string, v uint64) {
+		if v > 0 {
+			a = append(a, "-"+name+"="+strconv.FormatUint(v, 10))
+		}
+	}
+	lim("nproc", s.Limits.Processes)
+	lim("as", s.Limits.AddressSpace)
+	lim("fsize", s.Limits.FileSize)
+	lim("nofile", s.Limits.OpenFiles)
+	lim("cpu", s.Limits.CPUSeconds)
+	if s.Landlock {
+		a = append(a, "-landlock")
+		for _, p := range s.ReadOnly {
+			a = append(a, "-ro="+p)
+		}
+		for _, p := range s.ReadWrite {
+			a = append(a, "-rw="+p)
+		}
+	}
+	if s.PrivateDir != "" {
+		a = append(a, "-dir="+s.PrivateDir)
+	}
+	if s.Landlock {
+		if s.AnyConnect {
+			a = append(a, "-any-connect")
+		}
+		for _, p := range s.ConnectPorts {
+			a = append(a, "-connect="+strconv.Itoa(int(p)))
+		}
+	}
+	if s.UID >= 0 {
+		a = append(a, "-uid="+strconv.Itoa(s.UID), "-gid="+strconv.Itoa(s.GID))
+	}
+	a = append(a, "--")
+	return append(a, s.Argv...)
+}
+
+// Parse decodes Args.
+func Parse(args []string) (Spec, error) {
+	s := Spec{UID: -1, GID: -1}
+	fs := flag.NewFlagSet("fnsandbox", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Uint64Var(&s.Limits.Processes, "nproc", 0, "")
+	fs.Uint64Var(&s.Limits.AddressSpace, "as", 0, "")
+	fs.Uint64Var(&s.Limits.FileSize, "fsize", 0, "")
+	fs.Uint64Var(&s.Limits.OpenFiles, "nofile", 0, "")
+	fs.Uint64Var(&s.Limits.CPUSeconds, "cpu", 0, "")
+	fs.BoolVar(&s.Landlock, "landlock", false, "")
+	fs.BoolVar(&s.AnyConnect, "any-connect", false, "")
+	fs.Func("ro", "", func(v string) error { s.ReadOnly = append(s.ReadOnly, v); return nil })
+	fs.Func("rw", "", func(v string) error { s.ReadWrite = append(s.ReadWrite, v); return nil })
+	fs.Func("connect", "", func(v string) error {
+		p, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
+			return err
+		}
+		s.ConnectPorts = append(s.ConnectPorts, uint16(p))
+		return nil
+	})
+	fs.StringVar(&s.PrivateDir, "dir", "", "")
+	fs.IntVar(&s.UID, "uid", -1, "")
+	fs.IntVar(&s.GID, "gid", -1, "")
+	if err := fs.Parse(args); err != nil {
+		return Spec{}, fmt.Errorf("fnsandbox arguments: %w", err)
+	}
+	s.Argv = fs.Args()
+	if len(s.Argv) == 0 {
+		return Spec{}, errors.New("fnsandbox arguments: no command after --")
+	}
+	return s, nil
+}
+
+// Report is what the helper's probe found: one Finding per layer.
+type Report []Finding
+
+// Finding says whether the helper can apply one layer here, and why not.
+type Finding struct {
+	Layer     string
+	Available bool
+	Detail    string
+}
+
+// String is the probe's output: one "layer ok|missing detail" line each.
+func (r Report) String() string {
+	var b strings.Builder
+	for _, f := range r {
+		state := "missing"
+		if f.Available {
+			state = "ok"
+		}
+		fmt.Fprintf(&b, "%s %s %s\n", f.Layer, state, f.Detail)
+	}
+	return b.String()
+}
+
+// ParseReport decodes String.
+func ParseReport(out string) (Report, error) {
+	var r Report
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		fields := strings.SplitN(line, " ", 3)
+		if len(fields) < 2 || (fields[1] != "ok" && fields[1] != "missing") {
+			return nil, fmt.Errorf("fnsandbox probe: unexpected line %q", line)
+		}
+		f := Finding{Layer: fields[0], Available: fields[1] == "ok"}
+		if len(fields) == 3 {
+			f.Detail = strings.TrimSpace(fields[2])
+		}
+		r = append(r, f)
+	}
+	return r, nil
+}

@@ -1,0 +1,44 @@
+package spec_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+)
+
+func TestArgsParseRoundTrip(t *testing.T) {
+	for _, s := range []spec.Spec{
+		{UID: -1, GID: -1, Argv: []string{"/fn"}},
+		{
+			Limits:   spec.Limits{Processes: 1, AddressSpace: 2, FileSize: 3, OpenFiles: 4, CPUSeconds: 5},
+			Landlock: true, ReadOnly: []string{"/usr", "/a,b"}, ReadWrite: []string{"/dev/null"}, PrivateDir: "/tmp/x",
+			ConnectPorts: []uint16{443, 8080}, UID: 7, GID: 8,
+			// The function's own flags stay its own.
+			Argv: []string{"/fn", "-landlock", "--", "-uid=0"},
+		},
+		{Landlock: true, AnyConnect: true, UID: -1, GID: -1, Argv: []string{"fn"}},
+	} {
+		got, err := spec.Parse(s.Args())
+		require.NoError(t, err)
+		assert.Equal(t, s, got)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, args := range [][]string{nil, {"--"}, {"-bogus", "--", "/fn"}, {"-connect=70000", "--", "/fn"}} {
+		_, err := spec.Parse(args)
+		assert.Error(t, err, "%q", args)
+	}
+}
+
+func TestReportRoundTrip(t *testing.T) {
+	r := spec.Report{{Layer: "base", Available: true, Detail: "fine"}, {Layer: "uid", Detail: "not root: no CAP_SETUID"}}
+	got, err := spec.ParseReport(r.String())
+	require.NoError(t, err)
+	assert.Equal(t, r, got)
+	_, err = spec.ParseReport("base maybe\n")
+	assert.Error(t, err)
+}

@@ -103,6 +103,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
 	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
 	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
+	fs.StringVar(&bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
 	fs.StringVar(&setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
 	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
 	smallN := fs.Int("small-n", 300, "Calls per small-input scenario.")
@@ -110,7 +111,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &setNamespace} {
+	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &bins.Fnsandbox, &setNamespace} {
 		if *p == "" {
 			return errors.New("binaries not given: run tools/bazel run //tools/bench:catalog")
 		}
@@ -150,9 +151,17 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			return cmd.Run()
 		})
 		rows = append(rows, row{in.name + ", bare exec", bare})
-		for _, ex := range []struct{ name, disable string }{{"go executor", "binary,pod"}, {"binary executor", "go,pod"}} {
+		// The binary executor once per sandbox layer set (libs/sandbox).
+		for _, ex := range []struct{ name, disable, sandbox string }{
+			{"go executor", "binary,pod", "none"},
+			{"binary executor, --sandbox=none", "go,pod", "none"},
+			{"binary executor, --sandbox=base", "go,pod", "base"},
+			{"binary executor, --sandbox=base,landlock", "go,pod", "base,landlock"},
+			{"binary executor, --sandbox=base,landlock,uid", "go,pod", "base,landlock,uid"},
+		} {
 			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
-				GatewayArgs: []string{"--disable-runtimes=" + ex.disable}})
+				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},
+				BinaryRunnerArgs: []string{"--sandbox=" + ex.sandbox}})
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, time.Minute)
 				err = s.WaitServing(wctx)

@@ -8,7 +8,6 @@
 package fnexec
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,13 +55,17 @@ type Options struct {
 }
 
 // Wrapper wraps a function's command line in a sandbox. The wrapped command
-// ends the function's whole process tree when it gets SIGTERM, exits as the
-// function did, and reports its own failures (the function never ran) on
-// file descriptor 3.
+// ends the function's whole process tree when it gets SIGTERM, exits with
+// the function's exit code, and reports on file descriptor 3 its own
+// failures (the function never ran) and the signal that killed the function.
 type Wrapper interface {
 	// Wrap returns the command line running argv with dir as its private,
 	// writable directory, and a release to call once the run has ended.
 	Wrap(argv []string, dir string) (wrapped []string, release func(), err error)
+	// Report reads what the wrapped command wrote on descriptor 3: the
+	// signal that killed the function (0 if none), and the wrapper's own
+	// failure (nil if none).
+	Report(out []byte) (syscall.Signal, error)
 }
 
 // Binary is a function binary as a runtime: Run runs Argv on one
@@ -108,24 +111,24 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
 	cmdline := argv
-	var sandboxErrors, sandboxErrorsW *os.File
+	var reports, reportsW *os.File
 	if opts.Sandbox != nil {
 		wrapped, release, err := opts.Sandbox.Wrap(argv, dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
 		}
 		defer release()
-		if sandboxErrors, sandboxErrorsW, err = os.Pipe(); err != nil {
+		if reports, reportsW, err = os.Pipe(); err != nil {
 			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
 		}
-		defer sandboxErrors.Close()
-		defer sandboxErrorsW.Close()
+		defer reports.Close()
+		defer reportsW.Close()
 		cmdline = wrapped
 	}
 	cmd := exec.CommandContext(runCtx, cmdline[0], cmdline[1:]...)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
-	if sandboxErrorsW != nil {
-		cmd.ExtraFiles = []*os.File{sandboxErrorsW}
+	if reportsW != nil {
+		cmd.ExtraFiles = []*os.File{reportsW}
 		// The wrapper ends the function's tree itself; a kill of its
 		// group would leave setsid escapees behind.
 		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
@@ -144,16 +147,20 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 	}
-	if sandboxErrorsW != nil {
-		sandboxErrorsW.Close() // the wrapper has its copy
+	if reportsW != nil {
+		reportsW.Close() // the wrapper has its copy
 	}
 	waitErr := cmd.Wait()
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
-	if sandboxErrors != nil {
-		if msg, _ := io.ReadAll(io.LimitReader(sandboxErrors, 4096)); len(msg) > 0 {
-			return nil, fmt.Errorf("%w %s: %s", fnresult.ErrStart, argv[0], bytes.TrimSpace(msg))
+	var killedBy syscall.Signal
+	if reports != nil {
+		out, _ := io.ReadAll(io.LimitReader(reports, 4096))
+		sig, err := opts.Sandbox.Report(out)
+		if err != nil {
+			return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 		}
+		killedBy = sig
 	}
 
 	res := &fnresult.Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
@@ -174,6 +181,9 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 		xe := &fnresult.ExitError{Result: res}
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			xe.Signal = ws.Signal()
+		}
+		if killedBy != 0 {
+			xe.Signal = killedBy
 		}
 		return res, xe
 	}

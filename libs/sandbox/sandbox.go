@@ -35,9 +35,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
 
@@ -159,6 +161,8 @@ func splitList(v string) []string {
 	}
 	return out
 }
+
+var _ fnexec.Wrapper = (*Sandbox)(nil)
 
 // Sandbox wraps function command lines in fnsandbox with the layers in use;
 // with none in use (Enabled false) the runner runs functions bare.
@@ -339,14 +343,17 @@ func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 // private, writable directory, and a release to call once it has ended.
 func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 	sp := spec.Spec{Limits: s.limits, UID: -1, GID: -1, PrivateDir: dir, Argv: argv}
+	// The helper does no PATH lookup and runs in the private directory:
+	// the binary is resolved here.
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, nil, fmt.Errorf("function binary: %w", err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return nil, nil, fmt.Errorf("function binary: %w", err)
+	}
+	sp.Path = bin
 	if slices.Contains(s.layers, Landlock) {
-		bin, err := exec.LookPath(argv[0])
-		if err != nil {
-			return nil, nil, fmt.Errorf("function binary: %w", err)
-		}
-		if bin, err = filepath.Abs(bin); err != nil {
-			return nil, nil, fmt.Errorf("function binary: %w", err)
-		}
 		// A symlinked binary (Bazel's runfiles, /usr/bin/x -> ...) is
 		// opened through its target.
 		real, err := filepath.EvalSymlinks(bin)
@@ -370,6 +377,15 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 		release = func() { s.uids.put(id) }
 	}
 	return append([]string{s.helper}, sp.Args()...), release, nil
+}
+
+// Report reads what fnsandbox wrote on descriptor 3 (fnexec.Wrapper).
+func (s *Sandbox) Report(out []byte) (syscall.Signal, error) {
+	sig, failure := spec.ParseHelperReport(string(out))
+	if failure != "" {
+		return 0, errors.New(failure)
+	}
+	return syscall.Signal(sig), nil
 }
 
 // Collector exports what Open found: fnrunner_sandbox_layer_available and

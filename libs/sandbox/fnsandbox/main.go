@@ -3,16 +3,24 @@
 // command line, package spec encodes it) with the function's command line
 // after "--":
 //
-//  1. it becomes a child subreaper and sets the call's rlimits;
-//  2. one thread sets no_new_privs, applies the Landlock rules and starts the
-//     function from there, as the call's uid when one is given, in its own
-//     process group with SIGKILL as its parent-death signal; the helper's
-//     other threads stay unrestricted, so it can still end the call;
+//  1. it becomes a child subreaper;
+//  2. one thread sets no_new_privs, empties its capability bounding set,
+//     applies the Landlock rules and starts the function from there, as the
+//     call's uid when one is given, in its own process group with SIGKILL as
+//     its parent-death signal; the helper's other threads stay unrestricted,
+//     so it can still end the call. The function starts traced: stopped at
+//     its first instruction, it gets the call's rlimits (prlimit) and is let
+//     go, so the limits are the function's alone (a Go helper reserves more
+//     address space than a call may be allowed);
 //  3. when the function exits, or the helper gets SIGTERM or SIGINT, it kills
-//     the function's group and then every process left below it (a setsid
-//     escapee is reparented to the helper, found and killed), reaps them
-//     all, and exits as the function did: with its exit code, or killed by
-//     the same signal.
+//     the function and its group, then every process left below it (a setsid
+//     escapee is reparented to the helper, found and killed), reaps them all,
+//     and exits as the function did: with its exit code, or, when a signal
+//     killed it, saying which on file descriptor 3.
+//
+// The helper never blocks on one process: every wait is WNOHANG, woken by
+// SIGCHLD, so a function whose exit only a tracer sees, or that left its
+// process group, cannot hold it.
 //
 // "fnsandbox -probe" prints which layers this kernel and container allow.
 package main
@@ -23,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -31,7 +40,7 @@ import (
 )
 
 func main() {
-	// The runner's error pipe, if any, is the helper's alone.
+	// The runner's report pipe, if any, is the helper's alone.
 	unix.CloseOnExec(3)
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
@@ -57,106 +66,178 @@ func main() {
 // descriptor 3 when the runner passed one, else on stderr, and exits 125, as
 // container runtimes do.
 func fail(err error) {
-	w := os.Stderr
-	if _, statErr := os.NewFile(3, "").Stat(); statErr == nil {
-		w = os.NewFile(3, "sandbox errors")
+	if !report(spec.ErrorReport(err.Error())) {
+		fmt.Fprintf(os.Stderr, "fnsandbox: %v\n", err)
 	}
-	fmt.Fprintf(w, "fnsandbox: %v\n", err)
+	os.Exit(125)
+}
+
+// report writes a line for the runner on file descriptor 3, when it passed
+// one.
+func report(line string) bool {
+	f := os.NewFile(3, "sandbox reports")
+	if _, err := f.Stat(); err != nil {
+		return false
+	}
+	_, err := fmt.Fprintln(f, line)
+	return err == nil
+}
+
+// exitAs ends the helper the way the function ended: with its exit code, or,
+// when a signal killed it, by saying which on file descriptor 3 (the Go
+// runtime handles too many signals for the helper to die of the same one)
+// and exiting 128 + the signal, as a shell reports it.
+func exitAs(ws unix.WaitStatus) {
+	switch {
+	case ws.Exited():
+		os.Exit(ws.ExitStatus())
+	case ws.Signaled():
+		report(spec.SignalReport(int(ws.Signal())))
+		os.Exit(128 + int(ws.Signal()))
+	}
 	os.Exit(125)
 }
 
 // run starts the function as s says, waits for it or for a stop signal, and
 // ends everything left below the helper.
 func run(s spec.Spec) (unix.WaitStatus, error) {
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	children := make(chan os.Signal, 1)
+	signal.Notify(children, syscall.SIGCHLD)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("child subreaper: %w", err)
 	}
-	if err := setLimits(s.Limits); err != nil {
-		return 0, err
-	}
-	if s.UID >= 0 && s.PrivateDir != "" {
-		if err := os.Lchown(s.PrivateDir, s.UID, s.GID); err != nil {
-			return 0, fmt.Errorf("giving %s to uid %d: %w", s.PrivateDir, s.UID, err)
+	if s.UID >= 0 {
+		if err := giveToCall(s); err != nil {
+			return 0, err
 		}
 	}
 	type started struct {
 		pid int
-		err error
+		// exited is set when the function ended before it was let go.
+		exited *unix.WaitStatus
+		err    error
 	}
 	startedc := make(chan started, 1)
-	exited := make(chan unix.WaitStatus, 1)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		// This thread carries the restrictions and is the function's
 		// parent (its parent-death signal is tied to the thread), so it
-		// stays locked until the function exits and then ends with the
-		// goroutine.
+		// stays locked and alive until the helper is done, and then ends
+		// with the goroutine.
 		runtime.LockOSThread()
-		pid, err := startRestricted(s)
-		startedc <- started{pid, err}
-		if err != nil {
-			return
-		}
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-		exited <- ws
+		pid, exited, err := startRestricted(s)
+		startedc <- started{pid, exited, err}
+		<-done
 	}()
 	st := <-startedc
+	r := &reaper{function: st.pid}
 	if st.err != nil {
+		if st.pid > 0 {
+			r.sweep(children)
+		}
 		return 0, st.err
 	}
-	var ws unix.WaitStatus
-	select {
-	case ws = <-exited:
-	case <-signals:
-		_ = unix.Kill(-st.pid, unix.SIGKILL)
-		ws = <-exited
+	if st.exited != nil {
+		r.functionExited, r.status = true, *st.exited
 	}
-	sweep(st.pid)
-	return ws, nil
+	stopped := false
+	for !stopped && !r.reap() && !r.functionExited {
+		select {
+		case <-children:
+		case <-stop:
+			stopped = true
+		}
+	}
+	r.sweep(children)
+	if !r.functionExited {
+		return unix.WaitStatus(unix.SIGKILL), nil // stopped: it was killed
+	}
+	return r.status, nil
 }
 
-// startRestricted applies no_new_privs and Landlock to the calling thread
-// (locked to it) and starts the function from it.
-func startRestricted(s spec.Spec) (int, error) {
+// giveToCall hands the call's uid its private directory and the pipes of
+// its standard streams (the runner's, mode 0600), so that it can reopen
+// /dev/stdin, /dev/stdout and /dev/stderr.
+func giveToCall(s spec.Spec) error {
+	if s.PrivateDir != "" {
+		if err := os.Lchown(s.PrivateDir, s.UID, s.GID); err != nil {
+			return fmt.Errorf("giving %s to uid %d: %w", s.PrivateDir, s.UID, err)
+		}
+	}
+	for fd := 0; fd <= 2; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			_ = unix.Fchown(fd, s.UID, s.GID)
+		}
+	}
+	return nil
+}
+
+// startRestricted restricts the calling thread (locked to it): no_new_privs,
+// no capabilities to pass on, Landlock; and starts the function from it.
+func startRestricted(s spec.Spec) (int, *unix.WaitStatus, error) {
+	pid, err := forkRestricted(s)
+	if err != nil || s.Limits == (spec.Limits{}) {
+		return pid, nil, err
+	}
+	if s.UID >= 0 {
+		// Setting another user's rlimits takes CAP_SYS_RESOURCE, which
+		// a container's root often lacks; the same ids do not. This
+		// thread takes the call's (the rest of the helper keeps its
+		// own) and ends with its goroutine, never to run anything else.
+		if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(s.GID), uintptr(s.GID), uintptr(s.GID)); errno != 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return pid, nil, fmt.Errorf("taking gid %d to set the function's limits: %w", s.GID, errno)
+		}
+		if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(s.UID), uintptr(s.UID), uintptr(s.UID)); errno != 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return pid, nil, fmt.Errorf("taking uid %d to set the function's limits: %w", s.UID, errno)
+		}
+	}
+	return setLimits(pid, s.Limits)
+}
+
+// forkRestricted restricts the calling thread and starts the function from
+// it, traced when it is to get rlimits.
+func forkRestricted(s spec.Spec) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := dropBoundingSet(); err != nil {
+		return 0, err
 	}
 	if s.Landlock {
 		if err := restrictThread(s.ReadOnly, append([]string{s.PrivateDir}, s.ReadWrite...), s.ConnectPorts, s.AnyConnect); err != nil {
 			return 0, err
 		}
 	}
-	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	path := s.Argv[0]
-	files := []uintptr{0, 1, 2}
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Ptrace: s.Limits != (spec.Limits{})}
+	path := s.Path
+	if path == "" {
+		path = s.Argv[0]
+	}
 	if s.UID >= 0 {
 		sys.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), Groups: []uint32{}}
 		// The binary is opened here, as the runner, and executed through
 		// the descriptor, so the call's uid need not be able to reach it
 		// (Bazel's output tree, a functions directory below a private
-		// home). The descriptor stays open in the function: an
-		// interpreter's script is read through it.
-		fd, err := unix.Open(path, unix.O_RDONLY, 0)
+		// home).
+		fd, err := openForExec(path)
 		if err != nil {
 			return 0, fmt.Errorf("starting %s: %w", path, err)
 		}
 		defer unix.Close(fd)
-		files = append(files, uintptr(fd))
-		path = "/proc/self/fd/3"
+		path = "/proc/self/fd/" + strconv.Itoa(fd)
 	}
 	// No Dir: the function inherits the helper's working directory (its
 	// private directory) without walking a path the call's uid may not
 	// reach.
 	pid, err := syscall.ForkExec(path, s.Argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
-		Files: files,
+		Files: []uintptr{0, 1, 2},
 		Sys:   sys,
 	})
 	if err != nil {
@@ -165,8 +246,62 @@ func startRestricted(s spec.Spec) (int, error) {
 	return pid, nil
 }
 
-// setLimits sets the call's rlimits on the helper, to be inherited.
-func setLimits(l spec.Limits) error {
+// openForExec opens the binary at path to be executed through
+// /proc/self/fd: close-on-exec (the kernel has opened the binary by then),
+// unless it is a script, whose interpreter reads it through the descriptor.
+func openForExec(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	magic := make([]byte, 2)
+	if n, _ := unix.Pread(fd, magic, 0); n == 2 && string(magic) == "#!" {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	return fd, nil
+}
+
+// dropBoundingSet empties the calling thread's capability bounding set, so
+// that a function started as root (without the uid layer) gets no
+// capabilities from exec. Without CAP_SETPCAP (a non-root runner) there is
+// nothing to drop: such a runner has no capabilities to pass on.
+func dropBoundingSet() error {
+	for c := 0; ; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EINVAL):
+			return nil // past the last capability
+		case errors.Is(err, unix.EPERM):
+			return nil
+		default:
+			return fmt.Errorf("dropping capability %d: %w", c, err)
+		}
+	}
+}
+
+// setLimits waits for the traced function to stop after its exec, sets
+// the call's rlimits on it and lets it go. It is called on the thread that
+// started the function (its tracer). It returns the function's status when
+// the function ended before that.
+func setLimits(pid int, l spec.Limits) (int, *unix.WaitStatus, error) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return pid, nil, fmt.Errorf("waiting for the function to start: %w", err)
+		}
+		break
+	}
+	if !ws.Stopped() {
+		return pid, &ws, nil
+	}
 	for _, r := range []struct {
 		name     string
 		resource int
@@ -182,24 +317,14 @@ func setLimits(l spec.Limits) error {
 			continue
 		}
 		lim := unix.Rlimit{Cur: r.value, Max: r.value}
-		if err := unix.Setrlimit(r.resource, &lim); err != nil {
-			return fmt.Errorf("limit on %s (%d): %w", r.name, r.value, err)
+		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return pid, nil, fmt.Errorf("limit on %s (%d): %w", r.name, r.value, err)
 		}
 	}
-	return nil
-}
-
-// exitAs ends the helper the way the function ended.
-func exitAs(ws unix.WaitStatus) {
-	switch {
-	case ws.Exited():
-		os.Exit(ws.ExitStatus())
-	case ws.Signaled():
-		sig := ws.Signal()
-		signal.Reset(sig)
-		_ = unix.Kill(os.Getpid(), sig)
-		// A signal whose default is not to end the process: say so.
-		os.Exit(128 + int(sig))
+	if err := unix.PtraceDetach(pid); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return pid, nil, fmt.Errorf("letting the function go: %w", err)
 	}
-	os.Exit(125)
+	return pid, nil, nil
 }

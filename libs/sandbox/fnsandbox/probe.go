@@ -47,7 +47,35 @@ func baseFinding() (bool, string) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return false, "child subreaper: " + err.Error()
 	}
-	return true, "no_new_privs, child subreaper, rlimits"
+	// rlimits are set on the function stopped at its exec, traced by the
+	// helper: tracing its own child must be allowed (Yama's ptrace_scope 3
+	// or a seccomp profile may forbid it).
+	errc = make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the tracer is this thread
+		defer runtime.UnlockOSThread()
+		exe, err := os.Executable()
+		if err != nil {
+			errc <- err
+			return
+		}
+		pid, err := syscall.ForkExec(exe, []string{exe, spec.Probe + "-noop"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Ptrace: true}})
+		if err != nil {
+			errc <- err
+			return
+		}
+		var ws unix.WaitStatus
+		_, err = unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err == nil && ws.Stopped() {
+			err = unix.PtraceDetach(pid)
+			_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		return false, "tracing a child to set its rlimits: " + err.Error()
+	}
+	return true, "no_new_privs, no capabilities, child subreaper, rlimits"
 }
 
 // uidFinding: a call gets its own uid only when the helper may change uid

@@ -10,38 +10,52 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sweep kills and reaps every process left below the helper after the
-// function (pid) exited: its process group first, then, round by round,
-// each remaining child of the helper (as a child subreaper, the helper
-// inherits every orphaned descendant, a setsid escapee's too), until the
-// helper has no children. Each round kills what the last one orphaned, and
-// the process limit bounds how many a fork bomb makes meanwhile.
-func sweep(pid int) {
-	_ = unix.Kill(-pid, unix.SIGKILL)
+// reaper reaps the helper's children without ever blocking on one, noting
+// the function's status when it is among them.
+type reaper struct {
+	function       int
+	functionExited bool
+	status         unix.WaitStatus
+}
+
+// reap reaps every child that has ended and reports whether the helper has
+// no child left.
+func (r *reaper) reap() (none bool) {
 	for {
 		var ws unix.WaitStatus
-		reaped, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
 		switch {
-		case errors.Is(err, unix.ECHILD):
-			return
 		case errors.Is(err, unix.EINTR):
 			continue
-		case err != nil:
-			return
-		case reaped > 0:
-			continue
+		case err != nil: // ECHILD
+			return true
+		case pid == 0:
+			return false
+		case pid == r.function:
+			r.functionExited, r.status = true, ws
 		}
-		children := childrenOf(os.Getpid())
-		for _, c := range children {
+	}
+}
+
+// sweep kills and reaps every process left below the helper: the function
+// and its group, then, round by round, each remaining child (as a child
+// subreaper, the helper inherits every orphaned descendant, a setsid
+// escapee's or a tracer's too), until the helper has no children. Each round
+// kills what the last one orphaned; the process limit bounds how many a
+// fork bomb makes meanwhile. Waits are for SIGCHLD or a short timer, never
+// for one process.
+func (r *reaper) sweep(children <-chan os.Signal) {
+	_ = unix.Kill(r.function, unix.SIGKILL)
+	_ = unix.Kill(-r.function, unix.SIGKILL)
+	for !r.reap() {
+		for _, c := range childrenOf(os.Getpid()) {
 			_ = unix.Kill(-c, unix.SIGKILL)
 			_ = unix.Kill(c, unix.SIGKILL)
 		}
-		if len(children) == 0 {
-			// Reparenting is under way; look again shortly.
-			time.Sleep(time.Millisecond)
-			continue
+		select {
+		case <-children:
+		case <-time.After(10 * time.Millisecond):
 		}
-		_, _ = unix.Wait4(-1, &ws, 0, nil)
 	}
 }
 

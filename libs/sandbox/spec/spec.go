@@ -51,6 +51,9 @@ type Spec struct {
 	// UID and GID, when not -1, are what the function runs as; the helper
 	// gives it ReadWrite first.
 	UID, GID int
+	// Path is the function's executable (an absolute path), when Argv[0]
+	// is not.
+	Path string
 	// Argv is the function's command line.
 	Argv []string
 }
@@ -95,6 +98,9 @@ func (s Spec) Args() []string {
 	if s.UID >= 0 {
 		a = append(a, "-uid="+strconv.Itoa(s.UID), "-gid="+strconv.Itoa(s.GID))
 	}
+	if s.Path != "" {
+		a = append(a, "-path="+s.Path)
+	}
 	a = append(a, "--")
 	return append(a, s.Argv...)
 }
@@ -122,6 +128,7 @@ func Parse(args []string) (Spec, error) {
 		return nil
 	})
 	fs.StringVar(&s.PrivateDir, "dir", "", "")
+	fs.StringVar(&s.Path, "path", "", "")
 	fs.IntVar(&s.UID, "uid", -1, "")
 	fs.IntVar(&s.GID, "gid", -1, "")
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +139,34 @@ func Parse(args []string) (Spec, error) {
 		return Spec{}, errors.New("fnsandbox arguments: no command after --")
 	}
 	return s, nil
+}
+
+// The helper's reports to the runner, one line each on file descriptor 3.
+const (
+	errorPrefix  = "fnsandbox: "
+	signalPrefix = "fnsandbox-signal: "
+)
+
+// ErrorReport says the sandbox failed and the function never ran.
+func ErrorReport(msg string) string { return errorPrefix + msg }
+
+// SignalReport says the function was killed by signal sig.
+func SignalReport(sig int) string { return signalPrefix + strconv.Itoa(sig) }
+
+// ParseHelperReport reads what the helper wrote on file descriptor 3: the
+// signal that killed the function (0 if none), or its own failure ("" if
+// none).
+func ParseHelperReport(out string) (signal int, failure string) {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if v, ok := strings.CutPrefix(line, signalPrefix); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				signal = n
+			}
+		} else if line != "" {
+			failure = line
+		}
+	}
+	return signal, failure
 }
 
 // Report is what the helper's probe found: one Finding per layer.

@@ -19,7 +19,7 @@ func TestArgsParseRoundTrip(t *testing.T) {
 			// The function's own flags stay its own.
 			Argv: []string{"/fn", "-landlock", "--", "-uid=0"},
 		},
-		{Landlock: true, AnyConnect: true, UID: -1, GID: -1, Argv: []string{"fn"}},
+		{Landlock: true, AnyConnect: true, UID: -1, GID: -1, Path: "/usr/bin/fn", Argv: []string{"fn"}},
 	} {
 		got, err := spec.Parse(s.Args())
 		require.NoError(t, err)
@@ -41,4 +41,13 @@ func TestReportRoundTrip(t *testing.T) {
 	assert.Equal(t, r, got)
 	_, err = spec.ParseReport("base maybe\n")
 	assert.Error(t, err)
+}
+
+func TestHelperReports(t *testing.T) {
+	sig, failure := spec.ParseHelperReport(spec.SignalReport(25) + "\n")
+	assert.Equal(t, 25, sig)
+	assert.Empty(t, failure)
+	sig, failure = spec.ParseHelperReport(spec.ErrorReport("starting /fn: no such file") + "\n")
+	assert.Zero(t, sig)
+	assert.Equal(t, "fnsandbox: starting /fn: no such file", failure)
 }

@@ -1,0 +1,361 @@
+// Package hostile_test sends what an attacker would through the gateway of
+// a real stack whose binary-runner sandboxes every function binary with all
+// its layers (--sandbox=base,landlock,uid): hostile function binaries,
+// hostile starlark scripts and hostile ResourceLists. Each case has its
+// expected status code and message and is followed by ordinary calls that
+// must succeed, with every service still serving and never restarted; the
+// resource-exhaustion cases also run while ordinary calls go on.
+package hostile_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/stack"
+	"github.com/fnrunner/fnrunner/tests/testcerts"
+)
+
+// The hostile function binaries: bash scripts. A probe prints the input back
+// when the attack was stopped and fails saying LEAKED when it was not.
+var functions = map[string]string{
+	"fork-bomb":   `bomb() { bomb | bomb & }; bomb; sleep 60`,
+	"memory-bomb": `dd if=/dev/zero of=/dev/null bs=8G count=1`,
+	"fill-temp":   `set -e; head -c 67108864 /dev/zero > "$TMPDIR/fill"; cat`,
+	"cpu-spin":    `while :; do :; done`,
+	"escapee":     `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo "escapee $!" >&2; cat`,
+	"slow-cat":    `sleep 3; cat`,
+	"cat":         `exec cat`,
+	"environ": `input=$(cat)
+for f in /proc/[0-9]*/environ; do
+  if tr '\0' '\n' < "$f" 2>/dev/null | grep -q =; then echo "LEAKED $f" >&2; exit 1; fi
+done
+printf '%s\n' "$input"`,
+	"stdin-of-others": `input=$(cat)
+for f in /proc/[0-9]*/fd/0; do
+  if timeout 1 head -c 1 "$f" 2>/dev/null | grep -q .; then echo "LEAKED $f" >&2; exit 1; fi
+done
+printf '%s\n' "$input"`,
+	// Reads the file named on its first line of functionConfig data.
+	"read-file": `input=$(cat)
+f=$(printf '%s\n' "$input" | sed -n 's/^    path: //p')
+if cat "$f" >/dev/null 2>&1; then echo "LEAKED $f" >&2; exit 1; fi
+printf '%s\n' "$input"`,
+	// Connects to host:port from functionConfig: the sandbox must deny it
+	// (Permission denied), not the network happen to fail.
+	"connect": `input=$(cat)
+hp=$(printf '%s\n' "$input" | sed -n 's/^    target: //p')
+err=$(timeout 5 bash -c "echo > /dev/tcp/${hp%:*}/${hp#*:}" 2>&1)
+case "$err" in *"Permission denied"*) printf '%s\n' "$input" ;; *) echo "LEAKED connect $hp: $err" >&2; exit 1 ;; esac`,
+}
+
+func config(name string) string {
+	return fmt.Sprintf(`apiVersion: config.porch.kpt.dev/v1alpha1
+kind: FunctionConfig
+metadata:
+  name: %[1]s
+spec:
+  image: %[1]s
+  prefixes: [example.com/hostile]
+  binaryExecutor:
+    tags: [v1]
+    path: %[1]s
+---
+`, name)
+}
+
+func input(data map[string]string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: ordinary\n")
+	if len(data) > 0 {
+		b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fc\n  data:\n")
+		for k, v := range data {
+			fmt.Fprintf(&b, "    %s: %s\n", k, v)
+		}
+	}
+	return b.String()
+}
+
+func starlark(script string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: fn.kpt.dev/v1alpha1\n  kind: StarlarkRun\n  metadata:\n    name: hostile\n  source: |\n")
+	for _, line := range strings.Split(script, "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
+
+// world is the stack every case runs against.
+type world struct {
+	s        *stack.Stack
+	client   pb.FunctionEvaluatorClient
+	pids     map[string]int
+	tlsKey   string
+	listener net.Listener
+	accepted chan struct{}
+}
+
+func start(t *testing.T) *world {
+	// Function binaries and the calls' temp dirs where every call's uid
+	// reaches them (Bazel's temp dir is below root's private home).
+	root, err := os.MkdirTemp("/tmp", "hostile-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(root, 0o711))
+	t.Cleanup(func() { os.RemoveAll(root) })
+	fnDir, tempDir := filepath.Join(root, "functions"), filepath.Join(root, "calls")
+	require.NoError(t, os.Mkdir(fnDir, 0o755))
+	require.NoError(t, os.Mkdir(tempDir, 0o711))
+	var configs strings.Builder
+	extra := map[string]string{}
+	for name, script := range functions {
+		p := filepath.Join(fnDir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/bash\n"+script+"\n"), 0o755))
+		extra[name] = p
+		configs.WriteString(config(name))
+	}
+	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
+	s := stack.Start(t, stack.Options{
+		Configs:      map[string]string{"hostile.yaml": configs.String()},
+		Functions:    extra,
+		InternalArgs: certs.Args(),
+		BinaryRunnerArgs: []string{
+			"--sandbox=base,landlock,uid", "--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
+			"--sandbox-max-processes=64", "--sandbox-max-file-size=8388608",
+		},
+	})
+	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, accepted: make(chan struct{}, 100)}
+	for _, name := range []string{"gateway", "binary-runner", "config-reconciler"} {
+		w.pids[name], err = s.Pid(name)
+		require.NoError(t, err)
+	}
+	w.listener, err = net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { w.listener.Close() })
+	go func() {
+		for {
+			c, err := w.listener.Accept()
+			if err != nil {
+				return
+			}
+			w.accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	return w
+}
+
+func (w *world) call(image, rl string, deadline time.Duration) (*pb.EvaluateFunctionResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	return w.client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(rl)})
+}
+
+// ordinary calls, through the go and the binary executor, must succeed.
+func (w *world) ordinary(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		for _, image := range []string{"set-namespace:v0.4.5", "starlark:v0.5.5"} {
+			rl := input(map[string]string{"namespace": "ordinary"})
+			if strings.HasPrefix(image, "starlark") {
+				rl = starlark("print('hello')")
+			}
+			_, err := w.call(image, rl, 30*time.Second)
+			assert.NoError(t, err, "ordinary call %d to %s", i, image)
+		}
+	}
+}
+
+// serving checks that the gateway still serves and no service was
+// restarted (the internal ones speak mutual TLS; the ordinary calls after
+// each case show that they serve).
+func (w *world) serving(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.s.WaitServing(ctx), "the gateway stopped serving")
+	for name, pid := range w.pids {
+		now, err := w.s.Pid(name)
+		require.NoError(t, err)
+		assert.Equal(t, pid, now, "%s was restarted", name)
+		assert.NoError(t, syscall.Kill(pid, 0), "%s is gone", name)
+	}
+}
+
+type hostileCase struct {
+	name     string
+	image    string
+	input    string
+	deadline time.Duration
+	code     codes.Code
+	message  string // a regexp the status message matches
+	// after checks more, given the response (nil unless OK).
+	after func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse)
+	// exhausting cases also run while ordinary calls go on.
+	exhausting bool
+}
+
+func cases(w *world) []hostileCase {
+	gateway := w.s.GatewayAddress
+	return []hostileCase{
+		{name: "fork bomb", image: "example.com/hostile/fork-bomb:v1", input: input(nil), deadline: 5 * time.Second,
+			code: codes.DeadlineExceeded, exhausting: true,
+			after: func(t *testing.T, w *world, _ *pb.EvaluateFunctionResponse) {
+				assert.Eventually(t, func() bool { return len(processesOfUIDs(t, 3200000, 3200100)) == 0 }, 10*time.Second, 50*time.Millisecond,
+					"processes of the fork bomb's call outlived it")
+			}},
+		{name: "memory bomb", image: "example.com/hostile/memory-bomb:v1", input: input(nil), deadline: 30 * time.Second,
+			code: codes.Internal, message: `memory exhausted|Cannot allocate memory`, exhausting: true},
+		{name: "temp dir fill", image: "example.com/hostile/fill-temp:v1", input: input(nil), deadline: 30 * time.Second,
+			code: codes.Internal, message: `exited with code|killed by signal`, exhausting: true},
+		{name: "cpu spin", image: "example.com/hostile/cpu-spin:v1", input: input(nil), deadline: 2 * time.Second,
+			code: codes.DeadlineExceeded, exhausting: true},
+		{name: "setsid escapee", image: "example.com/hostile/escapee:v1", input: input(nil), deadline: 30 * time.Second,
+			code: codes.OK,
+			after: func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse) {
+				m := regexp.MustCompile(`escapee (\d+)`).FindStringSubmatch(string(resp.GetLog()))
+				require.Len(t, m, 2, "log: %s", resp.GetLog())
+				pid, _ := strconv.Atoi(m[1])
+				assert.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 10*time.Second, 20*time.Millisecond,
+					"the setsid escapee %d outlived its call", pid)
+			}},
+		{name: "reads /proc/<pid>/environ", image: "example.com/hostile/environ:v1", input: input(nil), deadline: 30 * time.Second, code: codes.OK},
+		{name: "reads the runner's TLS key", image: "example.com/hostile/read-file:v1", input: input(map[string]string{"path": w.tlsKey}),
+			deadline: 30 * time.Second, code: codes.OK},
+		{name: "reads the service account token", image: "example.com/hostile/read-file:v1",
+			input: input(map[string]string{"path": "/var/run/secrets/kubernetes.io/serviceaccount/token"}), deadline: 30 * time.Second, code: codes.OK},
+		{name: "connects to the gateway", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": gateway}),
+			deadline: 30 * time.Second, code: codes.OK},
+		{name: "connects to an apiserver's port", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": "127.0.0.1:6443"}),
+			deadline: 30 * time.Second, code: codes.OK},
+		{name: "connects to the metadata endpoint", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": "169.254.169.254:80"}),
+			deadline: 30 * time.Second, code: codes.OK},
+		{name: "starlark recursion", image: "starlark:v0.5.5", input: starlark("def f(n):\n  return f(n + 1)\nf(0)"), deadline: time.Minute,
+			code: codes.Internal},
+		{name: "starlark infinite loop", image: "starlark:v0.5.5", input: starlark("def spin():\n  for i in range(1 << 62):\n    pass\nspin()"),
+			deadline: 2 * time.Second, code: codes.DeadlineExceeded, exhausting: true},
+		{name: "starlark http to loopback", image: "starlark:v0.5.5",
+			input:    starlark(fmt.Sprintf("load('http.star', 'http')\nhttp.get('http://%s/')", w.listener.Addr())),
+			deadline: 30 * time.Second, code: codes.Internal, message: `permission denied`,
+			after: func(t *testing.T, w *world, _ *pb.EvaluateFunctionResponse) {
+				assert.Empty(t, w.accepted, "starlark reached the loopback listener")
+			}},
+		{name: "starlark 1 GiB string", image: "starlark:v0.5.5", input: starlark("s = 'x' * (1 << 30)\nt = s + s + s + s + s"), deadline: time.Minute,
+			code: codes.Internal, exhausting: true},
+		{name: "starlark environment", image: "starlark:v0.5.5",
+			input: starlark("def run(items):\n  for k in ['FNRUNNER_TLS_KEY', 'KUBERNETES_SERVICE_HOST', 'HOSTNAME']:\n    if k in ctx.environment:\n      fail('LEAKED ' + k)\nrun(ctx.resource_list['items'])"),
+			deadline: 30 * time.Second, code: codes.OK},
+		// kyaml keeps aliases as they are: the bomb never expands.
+		{name: "YAML alias bomb (go executor)", image: "set-namespace:v0.4.5", input: aliasBomb(), deadline: 30 * time.Second,
+			code: codes.OK,
+			after: func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse) {
+				assert.Less(t, len(resp.GetResourceList()), 64<<10, "the aliases were expanded")
+			}},
+		{name: "YAML alias bomb (binary executor)", image: "example.com/hostile/cat:v1", input: aliasBomb(), deadline: 30 * time.Second,
+			code: codes.OK},
+		{name: "deep YAML nesting (go executor)", image: "set-namespace:v0.4.5", input: deepNesting(), deadline: 30 * time.Second,
+			code: codes.InvalidArgument},
+	}
+}
+
+func TestHostile(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the uid layer needs root")
+	}
+	w := start(t)
+	w.ordinary(t, 1)
+	for _, c := range cases(w) {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := w.call(c.image, c.input, c.deadline)
+			st := status.Convert(err)
+			assert.Equal(t, c.code, st.Code(), "%s: %v", c.name, err)
+			if c.message != "" {
+				assert.Regexp(t, "(?i)"+c.message, st.Message())
+			}
+			if c.after != nil && (c.code != codes.OK || err == nil) {
+				c.after(t, w, resp)
+			}
+			w.serving(t)
+			w.ordinary(t, 2)
+		})
+	}
+}
+
+// The resource-exhaustion cases while ordinary calls go on: those succeed
+// meanwhile.
+func TestExhaustionBesideOrdinaryCalls(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the uid layer needs root")
+	}
+	w := start(t)
+	for _, c := range cases(w) {
+		if !c.exhausting {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			for i := 0; i < 2; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := w.call(c.image, c.input, c.deadline)
+					assert.Equal(t, c.code, status.Code(err), "%s: %v", c.name, err)
+				}()
+			}
+			w.ordinary(t, 3)
+			wg.Wait()
+			w.serving(t)
+		})
+	}
+}
+
+func aliasBomb() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: bomb\n  data:\n")
+	b.WriteString("    a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		fmt.Fprintf(&b, "    %s: &%s [%s]\n", name, name, strings.TrimSuffix(strings.Repeat("*"+prev+",", 9), ","))
+		prev = name
+	}
+	return b.String()
+}
+
+func deepNesting() string {
+	const depth = 100000
+	return "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: deep\n  data:\n    a: " +
+		strings.Repeat("[", depth) + strings.Repeat("]", depth) + "\n"
+}
+
+// processesOfUIDs lists the pids whose owner is in [from, to).
+func processesOfUIDs(t *testing.T, from, to int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) >= from && int(st.Uid) < to {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

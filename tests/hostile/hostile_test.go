@@ -8,6 +8,7 @@
 package hostile_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -23,7 +24,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
@@ -257,7 +260,7 @@ func cases(w *world) []hostileCase {
 		{name: "starlark 1 GiB string", image: "starlark:v0.5.5", input: starlark("s = 'x' * (1 << 30)\nt = s + s + s + s + s"), deadline: time.Minute,
 			code: codes.Internal, exhausting: true},
 		{name: "starlark environment", image: "starlark:v0.5.5",
-			input: starlark("def run(items):\n  for k in ['FNRUNNER_TLS_KEY', 'KUBERNETES_SERVICE_HOST', 'HOSTNAME']:\n    if k in ctx.environment:\n      fail('LEAKED ' + k)\nrun(ctx.resource_list['items'])"),
+			input:    starlark("def run(items):\n  for k in ['FNRUNNER_TLS_KEY', 'KUBERNETES_SERVICE_HOST', 'HOSTNAME']:\n    if k in ctx.environment:\n      fail('LEAKED ' + k)\nrun(ctx.resource_list['items'])"),
 			deadline: 30 * time.Second, code: codes.OK},
 		// kyaml keeps aliases as they are: the bomb never expands.
 		{name: "YAML alias bomb (go executor)", image: "set-namespace:v0.4.5", input: aliasBomb(), deadline: 30 * time.Second,
@@ -319,6 +322,53 @@ func TestExhaustionBesideOrdinaryCalls(t *testing.T) {
 			w.ordinary(t, 3)
 			wg.Wait()
 			w.serving(t)
+		})
+	}
+}
+
+// rawCodec sends bytes as they are, as an attacker's client would.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { *(v.(*[]byte)) = data; return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// Hostile protobuf bodies on the porch-facing port: each is refused with
+// InvalidArgument, and the gateway goes on serving.
+func TestHostileRequests(t *testing.T) {
+	w := start(t)
+	conn, err := grpc.NewClient(w.s.GatewayAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(16<<20)))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	image := func(name string) []byte { return append([]byte{0x12, byte(len(name))}, name...) } // field 2, image
+	rl := func(b []byte) []byte { return append([]byte{0x0a, byte(len(b))}, b...) }             // field 1, resource_list (< 128 bytes)
+	for _, c := range []struct {
+		name    string
+		body    []byte
+		code    codes.Code
+		message string
+	}{
+		{"6 MiB of nested groups", bytes.Repeat([]byte{0x0b}, 6<<20), codes.InvalidArgument, "recursion depth"},
+		{"10,002 well-formed nested groups", append(bytes.Repeat([]byte{0x0b}, 10002), bytes.Repeat([]byte{0x0c}, 10002)...), codes.InvalidArgument, "recursion depth"},
+		{"a length past the end", []byte{0x0a, 0xff, 0xff, 0x03, 'x'}, codes.InvalidArgument, ""},
+		{"a varint that never ends", bytes.Repeat([]byte{0xff}, 64), codes.InvalidArgument, ""},
+		{"no image", rl([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n")), codes.InvalidArgument, "image"},
+		{"a ResourceList that is not one", append(image("set-namespace:v0.4.5"), rl([]byte{0x00, 0x01, 0x02, 0x03, 0x04})...), codes.InvalidArgument, "resourcelist"},
+		{"a ResourceList of another kind", append(image("set-namespace:v0.4.5"), rl([]byte("apiVersion: v1\nkind: ConfigMap\n"))...), codes.InvalidArgument, "resourcelist"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out []byte
+			err := conn.Invoke(ctx, pb.FunctionEvaluator_EvaluateFunction_FullMethodName, c.body, &out, grpc.ForceCodec(rawCodec{}))
+			st := status.Convert(err)
+			assert.Equal(t, c.code, st.Code(), "%v", err)
+			if c.message != "" {
+				assert.Contains(t, strings.ToLower(st.Message()), c.message)
+			}
+			w.serving(t)
+			w.ordinary(t, 1)
 		})
 	}
 }

@@ -15,9 +15,11 @@ import (
 
 // Flags are the flags every fnrunner service has.
 type Flags struct {
-	MetricsAddress string
-	DrainTimeout   time.Duration
-	LogLevel       slog.Level
+	MetricsAddress       string
+	DrainTimeout         time.Duration
+	LogLevel             slog.Level
+	MaxCallDuration      time.Duration
+	MaxConcurrentStreams uint
 	// ignored are porch's flags this service accepted without acting on them.
 	ignored []porchFlag
 }
@@ -27,6 +29,8 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.StringVar(&f.MetricsAddress, "metrics-address", metricsAddress, "Address of the HTTP server for Prometheus /metrics. Empty disables it.")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
+	fs.DurationVar(&f.MaxCallDuration, "max-call-duration", 10*time.Minute, "Deadline of a call whose caller set none (a caller's own deadline always applies); 0 = none.")
+	fs.UintVar(&f.MaxConcurrentStreams, "max-concurrent-streams", 1024, "Most calls one client connection may have in flight (gRPC MaxConcurrentStreams); more wait in the client.")
 	f.LogLevel = slog.LevelInfo
 	fs.Var(logLevel{&f.LogLevel}, "log-level", "Log level: DEBUG, INFO, WARN or ERROR, or porch's 0-5 (0 ERROR, 1 WARN, 2 INFO, 3-5 DEBUG).")
 }

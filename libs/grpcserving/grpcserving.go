@@ -37,6 +37,12 @@ type Config struct {
 	// DrainTimeout bounds how long in-flight calls may take after shutdown
 	// starts before they are cancelled.
 	DrainTimeout time.Duration
+	// MaxCallDuration is the deadline of a call that came without one
+	// (0: none).
+	MaxCallDuration time.Duration
+	// MaxConcurrentStreams bounds the calls of one connection in flight
+	// (0: gRPC's default, unbounded).
+	MaxConcurrentStreams uint32
 	// ServerOptions are added to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
 	// Gatherers are served on /metrics beside the service's own registry
@@ -64,7 +70,10 @@ func New(log *slog.Logger, cfg Config) *Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
-		grpc.ChainUnaryInterceptor(m.unary),
+		grpc.ChainUnaryInterceptor(m.unary, defaultDeadline(cfg.MaxCallDuration)),
+	}
+	if cfg.MaxConcurrentStreams > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams))
 	}
 	opts = append(opts, cfg.ServerOptions...)
 	s := &Server{
@@ -97,11 +106,24 @@ func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg
 		cfg.ServerOptions = append(opts, cfg.ServerOptions...)
 	}
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
+	cfg.MaxCallDuration, cfg.MaxConcurrentStreams = f.MaxCallDuration, uint32(min(f.MaxConcurrentStreams, 1<<31))
 	lis, err := listen(host, port)
 	if err != nil {
 		return nil, nil, err
 	}
 	return lis, New(log, cfg), nil
+}
+
+// defaultDeadline gives a call that came without a deadline one of d.
+func defaultDeadline(d time.Duration) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if _, ok := ctx.Deadline(); !ok && d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return handler(ctx, req)
+	}
 }
 
 // listen opens the service's TCP listener on host:port ("" host: every interface).

@@ -6,14 +6,17 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
@@ -35,6 +38,8 @@ type options struct {
 	tempDir            string
 	functionEnv        []string
 	sandbox            sandbox.Flags
+	maxInFlightBytes   int64
+	maxQueue           int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -59,6 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil
 	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
+	fs.Int64Var(&o.maxInFlightBytes, "max-in-flight-bytes", 512<<20, fmt.Sprintf("Memory the calls running may need together, estimated as input bytes × %d for the go executor and × %d for the binary executor; calls beyond it wait (up to their deadline). With 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set.", runner.GoWeight, runner.BinaryWeight))
+	fs.IntVar(&o.maxQueue, "max-queue", 1024, "Calls that may wait for --max-in-flight-bytes; more are refused at once with ResourceExhausted (queue full).")
 	o.sandbox.Register(fs, sandbox.Defaults{AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
@@ -78,6 +85,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	log := o.common.Logger(stderr, "binary-runner")
 	o.common.LogIgnoredPorchFlags(log)
 	o.sandbox.TempDir = o.tempDir
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		// The garbage collector works harder as the heap nears what
+		// admission lets calls use, rather than letting it double.
+		debug.SetMemoryLimit(o.maxInFlightBytes + memoryHeadroom)
+	}
 	sb, err := o.sandbox.Open(ctx, log)
 	if err != nil {
 		return err
@@ -97,6 +109,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	srv.Registry.MustRegister(sb.Collector())
+	admitted := admission.NewWeighted(o.maxInFlightBytes, o.maxQueue)
+	srv.Registry.MustRegister(admitted.Collectors()...)
 	exec := fnexec.Options{
 		Env:            passedEnv(o.functionEnv),
 		MaxOutputBytes: o.maxRequestBodySize,
@@ -111,6 +125,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,
 		Exec:               exec,
+		Admission:          admitted,
 	}))
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -124,6 +139,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	g.Go(func() error { return srv.Serve(ctx, lis) })
 	return g.Wait()
 }
+
+// memoryHeadroom is the binary-runner's own memory beside its calls'
+// (requests being received, the executor table, the runtime): with
+// --max-in-flight-bytes, its soft memory limit (unless GOMEMLIMIT is set).
+const memoryHeadroom = 256 << 20
 
 func main() { grpcserving.Main("binary-runner", run) }
 

@@ -7,6 +7,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
@@ -67,7 +69,20 @@ type Options struct {
 	Exec fnexec.Options
 	// MaxOutputBytes bounds in-process output like Exec.MaxOutputBytes.
 	MaxOutputBytes int
+	// Admission, when set, bounds the calls running by weight: input bytes
+	// times GoWeight or BinaryWeight.
+	Admission *admission.Weighted
 }
+
+// Weights: the memory a call needs in the binary-runner per input byte.
+// An in-process function holds the document as a kyaml tree (25× the input
+// at peak for one 64 MiB document, docs/bench/memory.md; about 40× for many
+// small resources, as in tests/faults TestLargeConcurrentGoCalls); a
+// binary's run, the request and the output buffers (2.4×).
+const (
+	GoWeight     = 40
+	BinaryWeight = 3
+)
 
 // Runner implements evalwire.Server.
 type Runner struct {
@@ -121,6 +136,20 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		}
 		if err != nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
+		}
+		if r.opts.Admission != nil {
+			weight := GoWeight
+			if _, ok := rt.(*fnexec.Binary); ok {
+				weight = BinaryWeight
+			}
+			release, err := r.opts.Admission.Acquire(ctx, int64(req.ResourceList.Len())*int64(weight))
+			if errors.Is(err, admission.ErrQueueFull) {
+				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %d calls already wait for memory (--max-queue); the function was not run", req.Image, r.opts.Admission.Queued())
+			}
+			if err != nil {
+				return fnresult.Respond(req.Image, nil, nil, fmt.Errorf("waiting for memory to run in (--max-in-flight-bytes): %w", err))
+			}
+			defer release()
 		}
 		res, err := rt.Run(ctx, req.ResourceList)
 		return fnresult.Respond(req.Image, req.ResourceList, res, err)

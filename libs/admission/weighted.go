@@ -1,0 +1,85 @@
+package admission
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// Weighted admits calls by weight: an estimate of the memory a call needs
+// while it runs (its input bytes times a factor for how it runs). Calls run
+// while their weights fit in the capacity; the others wait in order of
+// arrival, at most queue of them, each up to its context's end; beyond that
+// a call is refused at once with ErrQueueFull. A call heavier than the whole
+// capacity runs alone.
+type Weighted struct {
+	sem      *semaphore.Weighted
+	capacity int64
+	queue    int64
+	waiting  atomic.Int64
+	inFlight atomic.Int64
+}
+
+// NewWeighted returns a limiter of capacity (weight units, e.g. bytes) with
+// at most queue calls waiting.
+func NewWeighted(capacity int64, queue int) *Weighted {
+	if capacity < 1 {
+		capacity = 1
+	}
+	return &Weighted{sem: semaphore.NewWeighted(capacity), capacity: capacity, queue: int64(max(queue, 0))}
+}
+
+// Acquire admits a call of weight, waiting as described on Weighted. The
+// returned release must be called exactly once.
+func (w *Weighted) Acquire(ctx context.Context, weight int64) (release func(), err error) {
+	weight = min(max(weight, 1), w.capacity)
+	if !w.sem.TryAcquire(weight) {
+		if w.waiting.Add(1) > w.queue {
+			w.waiting.Add(-1)
+			return nil, ErrQueueFull
+		}
+		err := w.sem.Acquire(ctx, weight)
+		w.waiting.Add(-1)
+		if err != nil {
+			return nil, err
+		}
+	}
+	w.inFlight.Add(weight)
+	var once atomic.Bool
+	return func() {
+		if once.CompareAndSwap(false, true) {
+			w.inFlight.Add(-weight)
+			w.sem.Release(weight)
+		}
+	}, nil
+}
+
+// InFlight is the weight of the calls running.
+func (w *Weighted) InFlight() int64 { return w.inFlight.Load() }
+
+// Queued is the number of calls waiting.
+func (w *Weighted) Queued() int64 { return w.waiting.Load() }
+
+// Capacity is the weight that may run at once.
+func (w *Weighted) Capacity() int64 { return w.capacity }
+
+// Collectors export the limiter's state: fnrunner_admission_in_flight_weight,
+// fnrunner_admission_capacity_weight and fnrunner_admission_queued_calls.
+func (w *Weighted) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_admission_in_flight_weight",
+			Help: "Weight (estimated bytes of memory) of the calls running.",
+		}, func() float64 { return float64(w.InFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_admission_capacity_weight",
+			Help: "Weight (estimated bytes of memory) the calls running may have together.",
+		}, func() float64 { return float64(w.Capacity()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_admission_queued_calls",
+			Help: "Calls waiting for room to run.",
+		}, func() float64 { return float64(w.Queued()) }),
+	}
+}

@@ -21,6 +21,10 @@ type inProcess struct {
 	process fn.ResourceListProcessorFunc
 	// maxOutputBytes bounds the output (0: unbounded).
 	maxOutputBytes int
+	// finished, when set, is called once the function has returned, which
+	// may be after Run did: its admission is held until then, since its
+	// memory is still in use.
+	finished func()
 }
 
 // Run implements Runtime.
@@ -36,6 +40,9 @@ func (p *inProcess) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 	go func() {
 		res, err := runInProcess(p.process, data)
 		done <- outcome{res, err}
+		if p.finished != nil {
+			p.finished()
+		}
 	}()
 	select {
 	case <-ctx.Done():

@@ -149,7 +149,11 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			if err != nil {
 				return fnresult.Respond(req.Image, nil, nil, fmt.Errorf("waiting for memory to run in (--max-in-flight-bytes): %w", err))
 			}
-			defer release()
+			if ip, ok := rt.(*inProcess); ok {
+				ip.finished = release // an overrun goes on in the background
+			} else {
+				defer release()
+			}
 		}
 		res, err := rt.Run(ctx, req.ResourceList)
 		return fnresult.Respond(req.Image, req.ResourceList, res, err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
@@ -70,14 +71,33 @@ func TestPanicIsInternal(t *testing.T) {
 	assert.Equal(t, codes.NotFound, status.Code(err), "after a panic: %v", err)
 }
 
+// An in-process function that overruns its caller's deadline: the caller
+// gets DeadlineExceeded at once, the next calls proceed meanwhile, and the
+// overrun's admission weight is held until the function has returned (Go
+// cannot stop a goroutine; its memory is in use until then).
 func TestDeadlineForInProcessFunction(t *testing.T) {
 	release := make(chan struct{})
-	defer close(release)
-	r := newRunner(map[string]catalog.Function{"slow": {Process: func(*fn.ResourceList) (bool, error) { <-release; return true, nil }}}, goEntry("slow", "slow"))
+	returned := make(chan struct{})
+	r := newRunner(map[string]catalog.Function{
+		"slow": {Process: func(*fn.ResourceList) (bool, error) { <-release; close(returned); return true, nil }},
+		"fast": {Process: func(*fn.ResourceList) (bool, error) { return true, nil }},
+	}, goEntry("slow", "slow"), goEntry("fast", "fast"))
+	r.opts.Admission = admission.NewWeighted(1<<20, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "slow function = %v", err)
+	assert.Equal(t, int64(len(rl)*GoWeight), r.opts.Admission.InFlight(), "the overrun still holds its weight")
+
+	for i := 0; i < 3; i++ {
+		_, err = r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fast:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+		require.NoError(t, err, "a next call while the overrun goes on")
+	}
+
+	close(release)
+	<-returned
+	require.Eventually(t, func() bool { return r.opts.Admission.InFlight() == 0 }, 10*time.Second, time.Millisecond,
+		"the overrun's weight was not released when it returned")
 }
 
 func binaryEntry(image, path string) *configpb.FunctionConfig {

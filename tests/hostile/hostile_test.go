@@ -42,6 +42,7 @@ var functions = map[string]string{
 	"fill-temp":   `set -e; head -c 67108864 /dev/zero > "$TMPDIR/fill"; cat`,
 	"cpu-spin":    `while :; do :; done`,
 	"escapee":     `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo "escapee $!" >&2; cat`,
+	"orphan":      `(sleep 300 </dev/null >/dev/null 2>&1 &); cat`,
 	"slow-cat":    `sleep 3; cat`,
 	"cat":         `exec cat`,
 	"environ": `input=$(cat)
@@ -113,7 +114,11 @@ type world struct {
 	accepted chan struct{}
 }
 
-func start(t *testing.T) *world {
+func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlock,uid") }
+
+// startWith starts the stack with runner as the binary-runner ("" for the
+// real one) and sandbox as its --sandbox flag.
+func startWith(t *testing.T, runner, sandbox string) *world {
 	// Function binaries and the calls' temp dirs where every call's uid
 	// reaches them (Bazel's temp dir is below root's private home).
 	root, err := os.MkdirTemp("/tmp", "hostile-")
@@ -136,8 +141,9 @@ func start(t *testing.T) *world {
 		Configs:      map[string]string{"hostile.yaml": configs.String()},
 		Functions:    extra,
 		InternalArgs: certs.Args(),
+		BinaryRunner: runner,
 		BinaryRunnerArgs: []string{
-			"--sandbox=base,landlock,uid", "--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
+			sandbox, "--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
 			"--sandbox-max-processes=64", "--sandbox-max-file-size=8388608",
 		},
 	})
@@ -324,6 +330,103 @@ func TestExhaustionBesideOrdinaryCalls(t *testing.T) {
 			w.serving(t)
 		})
 	}
+}
+
+// The binary-runner as PID 1 of its own pid namespace, as in a container:
+// hostile functions that leave children behind (a setsid escapee, orphans,
+// a fork bomb) leave nothing in the namespace once their calls are done, no
+// zombie and no escapee. With --sandbox=none the escapee stays, which is
+// what the sandbox's subreaper is for.
+func TestHostileFunctionsWithTheRunnerAsPIDOne(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("unshare --pid needs root")
+	}
+	runner := os.Getenv("FNRUNNER_BINARY_RUNNER")
+	if root := os.Getenv("TEST_SRCDIR"); root != "" {
+		runner = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), runner)
+	}
+	wrapper := filepath.Join(t.TempDir(), "binary-runner-as-pid-1")
+	require.NoError(t, os.WriteFile(wrapper, []byte(`#!/bin/bash
+# The binary-runner as PID 1 of a new pid namespace. unshare does not pass
+# SIGTERM on: it goes to the binary-runner itself (PID 1 of a namespace gets
+# only the signals it handles, and it handles SIGTERM).
+unshare --pid --fork --mount-proc --kill-child -- `+runner+` "$@" &
+child=$!
+trap 'pkill -TERM -P $child; wait $child; exit 0' TERM
+wait $child
+`), 0o755))
+	for _, tc := range []struct {
+		sandbox      string
+		wantEscapees bool
+	}{{"base,landlock,uid", false}, {"none", true}} {
+		t.Run("--sandbox="+tc.sandbox, func(t *testing.T) {
+			w := startWith(t, wrapper, "--sandbox="+tc.sandbox)
+			for i := 0; i < 3; i++ {
+				for _, image := range []string{"example.com/hostile/escapee:v1", "example.com/hostile/orphan:v1"} {
+					_, err := w.call(image, input(nil), 30*time.Second)
+					require.NoError(t, err, image)
+				}
+			}
+			_, err := w.call("example.com/hostile/fork-bomb:v1", input(nil), 3*time.Second)
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+			w.ordinary(t, 1)
+
+			pid1 := pidOne(t, runner)
+			if tc.wantEscapees {
+				assert.Eventually(t, func() bool { return len(othersInNamespace(t, pid1)) > 0 }, 10*time.Second, 50*time.Millisecond,
+					"without the sandbox, escapees were expected in the runner's namespace")
+				return
+			}
+			assert.Eventually(t, func() bool { return len(othersInNamespace(t, pid1)) == 0 }, 10*time.Second, 50*time.Millisecond,
+				"left in the runner's pid namespace: %v", othersInNamespace(t, pid1))
+		})
+	}
+}
+
+// pidOne finds the binary-runner running as PID 1 of its own namespace.
+func pidOne(t *testing.T, runner string) int {
+	t.Helper()
+	self, err := os.Readlink("/proc/self/ns/pid")
+	require.NoError(t, err)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
+		ns, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid")
+		if ns != "" && ns != self && filepath.Base(exe) == filepath.Base(runner) {
+			return pid
+		}
+	}
+	t.Fatal("no binary-runner in a pid namespace of its own")
+	return 0
+}
+
+// othersInNamespace lists the processes in pid1's pid namespace other than
+// pid1 and its sandbox helpers still winding down, with their state (Z: a
+// zombie).
+func othersInNamespace(t *testing.T, pid1 int) []string {
+	t.Helper()
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid1) + "/ns/pid")
+	require.NoError(t, err)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pid1 {
+			continue
+		}
+		if other, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); other != ns {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		out = append(out, strings.TrimSpace(string(stat)))
+	}
+	return out
 }
 
 // rawCodec sends bytes as they are, as an attacker's client would.

@@ -59,6 +59,9 @@ type Options struct {
 	Functions map[string]string
 	// GatewayArgs and BinaryRunnerArgs are added to those services' flags.
 	GatewayArgs, BinaryRunnerArgs []string
+	// BinaryRunner, when set, is run instead of the binary-runner (e.g. a
+	// wrapper that runs it in namespaces of its own).
+	BinaryRunner string
 	// InternalArgs are added to every service's flags (e.g. --tls-*).
 	InternalArgs []string
 }
@@ -138,8 +141,12 @@ func Start(t testing.TB, opts Options) *Stack {
 		}
 	}
 
+	bins := Binaries(t)
+	if opts.BinaryRunner != "" {
+		bins.BinaryRunner = opts.BinaryRunner
+	}
 	ls := Run(t, localstack.Config{
-		Binaries:         Binaries(t),
+		Binaries:         bins,
 		ConfigDir:        configDir,
 		FunctionsDir:     functionsDir,
 		GatewayArgs:      opts.GatewayArgs,

@@ -1,7 +1,9 @@
 // Conformance: every case of the KRM catalog corpus (../shared/krm-corpus,
-// see CORPUS.md there) rendered through the gateway, once with the go
-// executor and once with the binary executor, must give the expected exit
-// code, package diff and results.
+// see CORPUS.md there) and of this package's testdata (starlark cases in the
+// same format; their expected diffs are made by hand from the function's
+// documentation) rendered through the gateway, once with the go executor
+// and once with the binary executor, must give the expected exit code,
+// package diff and results.
 package conformance_test
 
 import (
@@ -80,12 +82,19 @@ func TestCorpus(t *testing.T) {
 	require.NoError(t, err, "KRM corpus not found at %s: conformance cannot be checked. Put shared/ beside the repository (CI and checkouts have it at ../shared/krm-corpus) or set FNRUNNER_KRM_CORPUS.", root)
 	all := cases(t, root)
 	require.NotEmpty(t, all, "no cases under %s", root)
+	own, err := filepath.Abs("testdata")
+	require.NoError(t, err)
+	ownCases := cases(t, own)
+	require.NotEmpty(t, ownCases, "no cases under %s", own)
 	for _, executor := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
 		t.Run(executor.name, func(t *testing.T) {
 			s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + executor.disable}})
 			for _, dir := range all {
 				rel, _ := filepath.Rel(root, dir)
 				t.Run(rel, func(t *testing.T) { runCase(t, s, dir) })
+			}
+			for _, dir := range ownCases {
+				t.Run("testdata/"+filepath.Base(dir), func(t *testing.T) { runCase(t, s, dir) })
 			}
 		})
 	}

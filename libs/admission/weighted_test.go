@@ -7,6 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 )
 
 func TestWeightedAdmitsByWeight(t *testing.T) {
@@ -66,4 +70,30 @@ func TestWeightedWaiterGivesUpAtItsDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Zero(t, w.Queued(), "the waiter left the queue")
 	r()
+}
+
+type recorder struct{ calls int }
+
+func (r *recorder) EvaluateFunction(_ context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	r.calls++
+	req.Free()
+	return &evalwire.Response{}, nil
+}
+
+func TestEvaluatorRefusesAFullQueueWithoutCallingOn(t *testing.T) {
+	next := &recorder{}
+	w := NewWeighted(10, 0)
+	e := &Evaluator{Next: next, Limit: w, Factor: 2, Service: "gateway"}
+	req := func() *evalwire.Request { return &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte("abc"))} }
+	_, err := e.EvaluateFunction(context.Background(), req())
+	require.NoError(t, err)
+	assert.Equal(t, 1, next.calls)
+
+	hold, err := w.Acquire(context.Background(), 10)
+	require.NoError(t, err)
+	_, err = e.EvaluateFunction(context.Background(), req())
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err))
+	assert.Contains(t, status.Convert(err).Message(), "gateway queue full")
+	assert.Equal(t, 1, next.calls, "a refused call never reaches the next server")
+	hold()
 }

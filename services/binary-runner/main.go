@@ -38,8 +38,7 @@ type options struct {
 	tempDir            string
 	functionEnv        []string
 	sandbox            sandbox.Flags
-	maxInFlightBytes   int64
-	maxQueue           int
+	admission          admission.Flags
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -64,8 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil
 	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
-	fs.Int64Var(&o.maxInFlightBytes, "max-in-flight-bytes", 512<<20, fmt.Sprintf("Memory the calls running may need together, estimated as input bytes × %d for the go executor and × %d for the binary executor; calls beyond it wait (up to their deadline). With 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set.", runner.GoWeight, runner.BinaryWeight))
-	fs.IntVar(&o.maxQueue, "max-queue", 1024, "Calls that may wait for --max-in-flight-bytes; more are refused at once with ResourceExhausted (queue full).")
+	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor and × %d on the binary executor (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight))
 	o.sandbox.Register(fs, sandbox.Defaults{AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
@@ -88,7 +86,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		// The garbage collector works harder as the heap nears what
 		// admission lets calls use, rather than letting it double.
-		debug.SetMemoryLimit(o.maxInFlightBytes + memoryHeadroom)
+		debug.SetMemoryLimit(o.admission.MaxInFlightBytes + memoryHeadroom)
 	}
 	sb, err := o.sandbox.Open(ctx, log)
 	if err != nil {
@@ -109,7 +107,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	srv.Registry.MustRegister(sb.Collector())
-	admitted := admission.NewWeighted(o.maxInFlightBytes, o.maxQueue)
+	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)
 	exec := fnexec.Options{
 		Env:            passedEnv(o.functionEnv),

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
@@ -27,6 +28,7 @@ import (
 type options struct {
 	tls                 grpcserving.TLSFlags
 	common              grpcserving.Flags
+	admission           admission.Flags
 	port                int
 	maxRequestBodySize  int
 	configAddress       string
@@ -46,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9445, "TCP port of the porch-facing gRPC service (evaluator.FunctionEvaluator and grpc.health.v1.Health). 0 picks a free port.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
+	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runner (go and binary executors).")
 	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")
@@ -148,7 +151,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	evalwire.Register(srv.GRPC, ev)
+	admitted := o.admission.Limiter()
+	srv.Registry.MustRegister(admitted.Collectors()...)
+	evalwire.Register(srv.GRPC, &admission.Evaluator{Next: ev, Limit: admitted, Factor: 2, Service: "gateway"})
 	if ready != nil {
 		ready <- lis.Addr()
 	}

@@ -31,6 +31,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -47,6 +48,7 @@ import (
 type options struct {
 	tls                          grpcserving.TLSFlags
 	common                       grpcserving.Flags
+	admission                    admission.Flags
 	port                         int
 	configAddress                string
 	podNamespace                 string
@@ -91,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxWaitlistLength, "max-waitlist-length", 2, "Default preferredMaxQueueLength: the load per pod at which another pod is started.")
 	fs.IntVar(&o.maxParallelPods, "max-parallel-pods-per-function", 1, "Default maxParallelExecutions: the most pods per function.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; passed to every wrapper-server.")
+	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.BoolVar(&o.enablePrivateRegistries, "enable-private-registries", false, "Use the credentials at --registry-auth-secret-path for image metadata and as the pods' pull secret.")
 	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
 	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")
@@ -263,7 +266,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		OverrideServiceAccounts:     o.overrideServiceAccounts,
 		DenyOverrideSecurityContext: !o.allowOverrideSecurityContext,
 	})
-	evalwire.Register(srv.GRPC, podServer)
+	admitted := o.admission.Limiter()
+	srv.Registry.MustRegister(admitted.Collectors()...)
+	evalwire.Register(srv.GRPC, &admission.Evaluator{Next: podServer, Limit: admitted, Factor: 2, Service: "pod-manager"})
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })

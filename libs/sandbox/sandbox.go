@@ -14,9 +14,13 @@
 //   - uid: each concurrent call runs as its own unprivileged uid and gid, with
 //     no capabilities (when the runner may change uid, as root does); the
 //     process limit then counts that call alone.
+//   - userns: each call in user, pid, mount, IPC and UTS namespaces of its
+//     own, and a network namespace with no interface up unless it may
+//     connect somewhere; the function is PID 1 of its pid namespace, so the
+//     kernel kills whatever it left when it ends.
 //
 // At start Open asks the helper which layers this kernel and container
-// allow (userns and cgroup are found and reported too, not yet applied),
+// allow (cgroup is found and reported too, not yet applied),
 // logs it, exports it as metrics and refuses to start when a layer named by
 // --sandbox is missing.
 package sandbox
@@ -51,13 +55,14 @@ const (
 	Base     Layer = "base"
 	Landlock Layer = "landlock"
 	UID      Layer = "uid"
+	UserNS   Layer = "userns"
 )
 
 // Applied are the layers this version applies, in order.
-var applied = []Layer{Base, Landlock, UID}
+var applied = []Layer{Base, Landlock, UID, UserNS}
 
 // Detected-only layers: reported at start, not applied yet.
-var detectedOnly = []Layer{"userns", "cgroup"}
+var detectedOnly = []Layer{"cgroup"}
 
 // ErrLayerMissing is wrapped by Open's error when --sandbox names a layer
 // this kernel or container does not allow.
@@ -120,7 +125,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	if d.AnyConnect {
 		connectDefault = "any"
 	}
-	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock and uid, each required: the service refuses to start when one is missing.`)
+	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid and userns, each required: the service refuses to start when one is missing.`)
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "RLIMIT_NPROC of a call: processes and threads. Applied only with the uid layer, where it counts that call alone (without it, it would count the runner's own threads and every call's); 0 = not set.")
 	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
@@ -312,7 +317,7 @@ func parseMode(mode string) ([]Layer, error) {
 		case slices.Contains(detectedOnly, l):
 			return nil, fmt.Errorf("--sandbox=%s: the %s layer is detected but not applied by this version", mode, l)
 		default:
-			return nil, fmt.Errorf("--sandbox=%s: unknown layer %q (auto, none, or of base, landlock, uid)", mode, name)
+			return nil, fmt.Errorf("--sandbox=%s: unknown layer %q (auto, none, or of base, landlock, uid, userns)", mode, name)
 		}
 	}
 	if len(want) == 0 {
@@ -367,6 +372,7 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 		sp.ConnectPorts = s.ports
 		sp.AnyConnect = s.anyPort
 	}
+	sp.Namespaces = slices.Contains(s.layers, UserNS)
 	release := func() {}
 	if s.uids != nil {
 		id, err := s.uids.get()

@@ -93,7 +93,7 @@ func TestProbeFindsEveryLayer(t *testing.T) {
 }
 
 func TestOrdinaryCallRunsInEveryLayerSet(t *testing.T) {
-	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "auto"} {
+	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "base,userns", "base,landlock,uid,userns", "auto"} {
 		t.Run(mode, func(t *testing.T) {
 			sb := open(t, mode, spec.Limits{})
 			res, err := run(t, sb, 10*time.Second, `cat; echo log >&2; echo made > "$TMPDIR/f"; cat "$TMPDIR/f"; pwd`)
@@ -126,16 +126,18 @@ func TestHostileCasesByLayer(t *testing.T) {
 		stoppedBy []string
 	}{
 		{
+			// Found by a duration of its own (a pid in a pid namespace
+			// means nothing outside it).
 			name:   "setsid escapee outlives the call",
-			script: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`,
+			script: `d=300.$$$RANDOM; setsid bash -c "touch $TMPDIR/up; exec sleep $d" </dev/null >/dev/null 2>&1 & until [ -e "$TMPDIR/up" ]; do :; done; echo $d`,
 			stopped: func(t *testing.T, output string, err error) bool {
-				pid, convErr := strconv.Atoi(output)
-				require.NoError(t, convErr, output)
-				stopped := !alive(pid)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				return stopped
+				pids := sleeping(t, output)
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				return len(pids) == 0
 			},
-			stoppedBy: []string{"base", "base,landlock", "base,landlock,uid"},
+			stoppedBy: []string{"base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},
 		{
 			// A root runner's function has no capabilities, so cannot
@@ -144,25 +146,25 @@ func TestHostileCasesByLayer(t *testing.T) {
 			name:      "reads the runner's environment",
 			script:    `cat /proc/` + strconv.Itoa(os.Getpid()) + `/environ >/dev/null && echo read`,
 			stopped:   func(t *testing.T, output string, err error) bool { return output != "read" },
-			stoppedBy: append(ifRoot("base"), "base,landlock", "base,landlock,uid"),
+			stoppedBy: append(ifRoot("base", "base,userns"), "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"),
 		},
 		{
 			name:      "reads a file of the runner (its TLS key)",
 			script:    `cat ` + secret,
 			stopped:   func(t *testing.T, output string, err error) bool { return !strings.Contains(output, "PRIVATE KEY") },
-			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+			stoppedBy: []string{"base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},
 		{
 			name:      "connects to a loopback service",
 			script:    `echo hello > /dev/tcp/127.0.0.1/` + strconv.Itoa(port) + ` && echo connected`,
 			stopped:   func(t *testing.T, output string, err error) bool { return output != "connected" },
-			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+			stoppedBy: []string{"base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},
 		{
 			name:      "writes outside its temp dir",
 			script:    `echo x > ` + filepath.Dir(secret) + `/planted && echo wrote`,
 			stopped:   func(t *testing.T, output string, err error) bool { return output != "wrote" },
-			stoppedBy: []string{"base,landlock", "base,landlock,uid"},
+			stoppedBy: []string{"base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},
 		{
 			name:      "runs as root",
@@ -171,9 +173,9 @@ func TestHostileCasesByLayer(t *testing.T) {
 			stoppedBy: []string{"base,landlock,uid"},
 		},
 	}
-	sets := []string{"none", "base", "base,landlock", "base,landlock,uid"}
+	sets := []string{"none", "base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"}
 	if os.Getuid() != 0 {
-		sets = sets[:3]
+		sets = []string{"none", "base", "base,userns", "base,landlock"}
 	}
 	for _, set := range sets {
 		sb := open(t, set, spec.Limits{})
@@ -186,6 +188,9 @@ func TestHostileCasesByLayer(t *testing.T) {
 				}
 				if c.name == "runs as root" && os.Getuid() != 0 {
 					t.Skip("the runner is not root")
+				}
+				if c.name == "runs as root" && strings.Contains(set, "userns") {
+					t.Skip("uid 0 inside its own user namespace, by design: mapped to the call's uid outside")
 				}
 				assert.Equal(t, want, c.stopped(t, out(res), err), "output %q, err %v", out(res), err)
 			})
@@ -296,7 +301,7 @@ time.sleep(300)
 }
 
 func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
-	for _, mode := range []string{"base", "base,landlock", "base,landlock,uid"} {
+	for _, mode := range []string{"base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"} {
 		if strings.Contains(mode, "uid") && os.Getuid() != 0 {
 			continue
 		}
@@ -392,7 +397,7 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	f.Mode = "auto"
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
-	assert.Equal(t, []sandbox.Layer{sandbox.Base, sandbox.Landlock}, sb.Layers())
+	assert.Equal(t, []sandbox.Layer{sandbox.Base, sandbox.Landlock, sandbox.UserNS}, sb.Layers())
 
 	f.Helper = "/nonexistent/fnsandbox"
 	f.Mode = "base"
@@ -403,11 +408,30 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, sb.Enabled(), "auto without a helper runs bare, and logs it")
 
-	for _, mode := range []string{"userns", "bogus", ","} {
+	for _, mode := range []string{"cgroup", "bogus", ","} {
 		f.Mode = mode
 		_, err = f.Open(context.Background(), discard())
 		assert.Error(t, err, mode)
 	}
+}
+
+// sleeping lists the processes whose command line holds d.
+func sleeping(t *testing.T, d string) []int {
+	t.Helper()
+	require.NotEmpty(t, d)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), d) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func ifRoot(sets ...string) []string {

@@ -371,7 +371,7 @@ wait $child
 			require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 			w.ordinary(t, 1)
 
-			pid1 := pidOne(t, runner)
+			pid1 := pidOne(t, w)
 			if tc.wantEscapees {
 				assert.Eventually(t, func() bool { return len(othersInNamespace(t, pid1)) > 0 }, 10*time.Second, 50*time.Millisecond,
 					"without the sandbox, escapees were expected in the runner's namespace")
@@ -383,26 +383,40 @@ wait $child
 	}
 }
 
-// pidOne finds the binary-runner running as PID 1 of its own namespace.
-func pidOne(t *testing.T, runner string) int {
+// pidOne finds the binary-runner the wrapper started: the child of its
+// unshare, PID 1 of its own namespace.
+func pidOne(t *testing.T, w *world) int {
 	t.Helper()
-	self, err := os.Readlink("/proc/self/ns/pid")
+	wrapper, err := w.s.Pid("binary-runner")
 	require.NoError(t, err)
+	for _, unshare := range childrenOf(t, wrapper) {
+		for _, runner := range childrenOf(t, unshare) {
+			return runner
+		}
+	}
+	t.Fatal("no binary-runner below its wrapper")
+	return 0
+}
+
+// childrenOf lists the processes whose parent is ppid.
+func childrenOf(t *testing.T, ppid int) []int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
-		ns, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid")
-		if ns != "" && ns != self && filepath.Base(exe) == filepath.Base(runner) {
-			return pid
+		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+			if f := strings.Fields(string(stat)[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+				out = append(out, pid)
+			}
 		}
 	}
-	t.Fatal("no binary-runner in a pid namespace of its own")
-	return 0
+	return out
 }
 
 // othersInNamespace lists the processes in pid1's pid namespace other than

@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -180,7 +181,8 @@ func giveToCall(s spec.Spec) error {
 // no capabilities to pass on, Landlock; and starts the function from it.
 func startRestricted(s spec.Spec) (int, *unix.WaitStatus, error) {
 	pid, err := forkRestricted(s)
-	if err != nil || s.Limits == (spec.Limits{}) {
+	if err != nil || s.Limits == (spec.Limits{}) || s.Namespaces {
+		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
 	}
 	if s.UID >= 0 {
@@ -209,35 +211,56 @@ func forkRestricted(s spec.Spec) (int, error) {
 	if err := dropBoundingSet(); err != nil {
 		return 0, err
 	}
-	if s.Landlock {
+	if s.Landlock && !s.Namespaces {
 		if err := restrictThread(s.ReadOnly, append([]string{s.PrivateDir}, s.ReadWrite...), s.ConnectPorts, s.AnyConnect); err != nil {
 			return 0, err
 		}
 	}
-	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Ptrace: s.Limits != (spec.Limits{})}
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Ptrace: s.Limits != (spec.Limits{}) && !s.Namespaces}
 	path := s.Path
 	if path == "" {
 		path = s.Argv[0]
 	}
+	if fd, ok := strings.CutPrefix(path, "/proc/self/fd/"); ok && s.UID < 0 && !s.Namespaces {
+		// The helper run in namespaces got the binary as a descriptor:
+		// closed on exec, unless it is a script.
+		if n, err := strconv.Atoi(fd); err == nil {
+			closeOnExecUnlessScript(n)
+		}
+	}
+	files := []uintptr{0, 1, 2}
 	if s.UID >= 0 {
 		sys.Credential = &syscall.Credential{Uid: uint32(s.UID), Gid: uint32(s.GID), Groups: []uint32{}}
+	}
+	argv := s.Argv
+	if s.UID >= 0 || s.Namespaces {
 		// The binary is opened here, as the runner, and executed through
 		// the descriptor, so the call's uid need not be able to reach it
 		// (Bazel's output tree, a functions directory below a private
-		// home).
-		fd, err := openForExec(path)
+		// home). Through a second exec (namespaces) it must stay open.
+		fd, err := openForExec(path, s.Namespaces)
 		if err != nil {
 			return 0, fmt.Errorf("starting %s: %w", path, err)
 		}
 		defer unix.Close(fd)
 		path = "/proc/self/fd/" + strconv.Itoa(fd)
 	}
+	if s.Namespaces {
+		var err error
+		if path, argv, err = namespaces(s, sys, path); err != nil {
+			return 0, err
+		}
+		defer unix.Close(selfFD(path))
+		if _, err := unix.FcntlInt(3, unix.F_GETFD, 0); err == nil {
+			files = append(files, 3) // its reports go to the runner
+		}
+	}
 	// No Dir: the function inherits the helper's working directory (its
 	// private directory) without walking a path the call's uid may not
 	// reach.
-	pid, err := syscall.ForkExec(path, s.Argv, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
+		Files: files,
 		Sys:   sys,
 	})
 	if err != nil {
@@ -246,11 +269,68 @@ func forkRestricted(s spec.Spec) (int, error) {
 	return pid, nil
 }
 
+// selfFD is N of a /proc/self/fd/N path.
+func selfFD(path string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(path, "/proc/self/fd/"))
+	return n
+}
+
+// namespaces starts the function in namespaces of its own: user (its uid 0
+// is the call's uid outside, or the helper's own without the uid layer),
+// pid, mount, IPC, UTS, and network unless it may connect somewhere (a new
+// network namespace has no interface up, so no TCP, UDP or DNS at all).
+//
+// The helper's thread writes the new namespace's uid and gid maps, which
+// Landlock would forbid, and the function must not be PID 1 (which ignores
+// the signals it has no handler for, the rlimits' SIGXFSZ and SIGXCPU
+// among them). So the helper runs itself again in the namespaces, as their
+// PID 1: that one applies no_new_privs, an empty bounding set (a new user
+// namespace starts with a full one), Landlock and the rlimits as ever,
+// starts the function, reports to the runner on descriptor 3, and when it
+// ends, the kernel kills whatever is left in the namespaces. It returns the
+// command line of the helper in the namespaces.
+func namespaces(s spec.Spec, sys *syscall.SysProcAttr, path string) (string, []string, error) {
+	sys.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+	if !s.AnyConnect && len(s.ConnectPorts) == 0 {
+		sys.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	if s.UID >= 0 {
+		uid, gid = s.UID, s.GID
+	}
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+	// Uid 0 inside is the mapped uid outside; groups cannot be set in a
+	// namespace whose setgroups is denied.
+	sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+
+	self, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("fnsandbox itself: %w", err)
+	}
+	inner := s
+	inner.Namespaces, inner.UID, inner.GID, inner.Path = false, -1, -1, path
+	return "/proc/self/fd/" + strconv.Itoa(self), append([]string{"fnsandbox"}, inner.Args()...), nil
+}
+
+// closeOnExecUnlessScript marks fd close-on-exec unless it holds a script,
+// whose interpreter reads it through the descriptor.
+func closeOnExecUnlessScript(fd int) {
+	magic := make([]byte, 2)
+	if n, _ := unix.Pread(fd, magic, 0); n != 2 || string(magic) != "#!" {
+		unix.CloseOnExec(fd)
+	}
+}
+
 // openForExec opens the binary at path to be executed through
 // /proc/self/fd: close-on-exec (the kernel has opened the binary by then),
 // unless it is a script, whose interpreter reads it through the descriptor.
-func openForExec(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func openForExec(path string, keep bool) (int, error) {
+	flags := unix.O_RDONLY | unix.O_CLOEXEC
+	if keep {
+		flags = unix.O_RDONLY
+	}
+	fd, err := unix.Open(path, flags, 0)
 	if err != nil {
 		return -1, err
 	}
@@ -297,10 +377,17 @@ func setLimits(pid int, l spec.Limits) (int, *unix.WaitStatus, error) {
 		if err != nil {
 			return pid, nil, fmt.Errorf("waiting for the function to start: %w", err)
 		}
+		if !ws.Stopped() {
+			return pid, &ws, nil
+		}
+		if ws.StopSignal() != unix.SIGTRAP {
+			// A signal on the way to the function's exec: pass it on.
+			if err := unix.PtraceCont(pid, int(ws.StopSignal())); err != nil {
+				return pid, nil, fmt.Errorf("starting the function: %w", err)
+			}
+			continue
+		}
 		break
-	}
-	if !ws.Stopped() {
-		return pid, &ws, nil
 	}
 	for _, r := range []struct {
 		name     string

@@ -119,7 +119,7 @@ func usernsFinding() (bool, string) {
 	}
 	var ws unix.WaitStatus
 	_, _ = unix.Wait4(pid, &ws, 0, nil)
-	return true, "user, pid, mount and network namespaces allowed (not applied by this version)"
+	return true, "user, pid, mount, IPC, UTS and network namespaces"
 }
 
 // cgroupFinding looks for a cgroup the helper could make children in.

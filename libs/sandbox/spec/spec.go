@@ -49,8 +49,12 @@ type Spec struct {
 	// AnyConnect leaves TCP unrestricted (ConnectPorts is then ignored).
 	AnyConnect bool
 	// UID and GID, when not -1, are what the function runs as; the helper
-	// gives it ReadWrite first.
+	// gives it PrivateDir first.
 	UID, GID int
+	// Namespaces starts the function in new user, pid, mount, IPC and UTS
+	// namespaces, and a network namespace of its own (no interface up)
+	// unless it may connect somewhere (AnyConnect or ConnectPorts).
+	Namespaces bool
 	// Path is the function's executable (an absolute path), when Argv[0]
 	// is not.
 	Path string
@@ -98,6 +102,9 @@ func (s Spec) Args() []string {
 	if s.UID >= 0 {
 		a = append(a, "-uid="+strconv.Itoa(s.UID), "-gid="+strconv.Itoa(s.GID))
 	}
+	if s.Namespaces {
+		a = append(a, "-namespaces")
+	}
 	if s.Path != "" {
 		a = append(a, "-path="+s.Path)
 	}
@@ -129,6 +136,7 @@ func Parse(args []string) (Spec, error) {
 	})
 	fs.StringVar(&s.PrivateDir, "dir", "", "")
 	fs.StringVar(&s.Path, "path", "", "")
+	fs.BoolVar(&s.Namespaces, "namespaces", false, "")
 	fs.IntVar(&s.UID, "uid", -1, "")
 	fs.IntVar(&s.GID, "gid", -1, "")
 	if err := fs.Parse(args); err != nil {

@@ -304,6 +304,24 @@ func TestHostile(t *testing.T) {
 	}
 }
 
+// A call tries to read the stdin of another call running beside it.
+func TestReadingAnotherCallsInput(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the uid layer needs root")
+	}
+	w := start(t)
+	victim := make(chan error, 1)
+	go func() {
+		_, err := w.call("example.com/hostile/slow-cat:v1", input(map[string]string{"secret": "victim-data"}), 30*time.Second)
+		victim <- err
+	}()
+	// The victim sleeps 3 s before it reads; the attacker looks meanwhile.
+	_, err := w.call("example.com/hostile/stdin-of-others:v1", input(nil), 30*time.Second)
+	assert.NoError(t, err, "the attacker read another call's stdin")
+	assert.NoError(t, <-victim)
+	w.serving(t)
+}
+
 // The resource-exhaustion cases while ordinary calls go on: those succeed
 // meanwhile.
 func TestExhaustionBesideOrdinaryCalls(t *testing.T) {

@@ -311,6 +311,16 @@ func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 			res, err := fnexec.Run(context.Background(), []string{"cat"}, strings.NewReader("in"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
 			require.NoError(t, err)
 			assert.Equal(t, "in", out(res))
+			// A binary below a directory only root may enter (Bazel's
+			// output tree is below root's home).
+			private := filepath.Join(t.TempDir(), "private")
+			require.NoError(t, os.Mkdir(private, 0o700))
+			cat, err := os.ReadFile("/bin/cat")
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(private, "cat"), cat, 0o755))
+			res, err = fnexec.Run(context.Background(), []string{filepath.Join(private, "cat")}, strings.NewReader("in"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+			require.NoError(t, err)
+			assert.Equal(t, "in", out(res))
 			// Its standard streams reopened by name.
 			res, err = run(t, sb, 10*time.Second, `cat /dev/stdin > /dev/stdout; echo log > /dev/stderr`)
 			require.NoError(t, err, "log: %s", res.Log)

@@ -110,11 +110,12 @@ func restrictThread(readOnly, readWrite []string, connectPorts []uint16, anyConn
 	return nil
 }
 
-// allowPath adds a rule granting access below path; a missing path is
-// skipped, a file gets only the rights that apply to files.
+// allowPath adds a rule granting access below path; a missing path, or one
+// the process may not reach anyway (inside namespaces, as the call's uid), is
+// skipped; a file gets only the rights that apply to files.
 func allowPath(ruleset int, path string, access uint64) error {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
 		return nil
 	}
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -310,6 +311,9 @@ func namespaces(s spec.Spec, sys *syscall.SysProcAttr, path string) (string, []s
 	}
 	inner := s
 	inner.Namespaces, inner.UID, inner.GID, inner.Path = false, -1, -1, path
+	// The helper inside may not reach the binary by its path (it is the
+	// call's uid): its Landlock rule names the descriptor instead.
+	inner.ReadOnly = append(slices.Clone(s.ReadOnly), path)
 	return "/proc/self/fd/" + strconv.Itoa(self), append([]string{"fnsandbox"}, inner.Args()...), nil
 }
 

@@ -84,7 +84,9 @@ func TestEvaluatorRefusesAFullQueueWithoutCallingOn(t *testing.T) {
 	next := &recorder{}
 	w := NewWeighted(10, 0)
 	e := &Evaluator{Next: next, Limit: w, Factor: 2, Service: "gateway"}
-	req := func() *evalwire.Request { return &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte("abc"))} }
+	req := func() *evalwire.Request {
+		return &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte("abc"))}
+	}
 	_, err := e.EvaluateFunction(context.Background(), req())
 	require.NoError(t, err)
 	assert.Equal(t, 1, next.calls)

@@ -39,7 +39,9 @@ func helper(t *testing.T) string {
 	return abs
 }
 
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})) }
+func discard() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
 
 // open is a sandbox with mode's layers and the binary-runner's paths.
 func open(t *testing.T, mode string, limits spec.Limits) *sandbox.Sandbox {
@@ -347,30 +349,6 @@ func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 	assert.Equal(t, syscall.SIGXFSZ, xe.Signal, "killed by the file size limit: %v", err)
 }
 
-// childrenOfInit are the processes whose parent is PID 1.
-func childrenOfInit(t *testing.T) map[int]bool {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	out := map[int]bool{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-			if f := strings.Fields(string(stat)[i+1:]); len(f) > 1 && f[1] == "1" {
-				out[pid] = true
-			}
-		}
-	}
-	return out
-}
-
 func cmdline(pid int) string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return strings.ReplaceAll(string(b), "\x00", " ")
@@ -425,25 +403,6 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	}
 }
 
-// sleeping lists the processes whose command line holds d.
-func sleeping(t *testing.T, d string) []int {
-	t.Helper()
-	require.NotEmpty(t, d)
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); strings.Contains(string(cmd), d) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func ifRoot(sets ...string) []string {
 	if os.Getuid() == 0 {
 		return sets
@@ -451,8 +410,14 @@ func ifRoot(sets ...string) []string {
 	return nil
 }
 
-// processesOf lists the pids whose real uid is uid.
-func processesOf(t *testing.T, uid int) []int {
+// process is what a test needs of one process in /proc.
+type process struct {
+	pid, ppid, uid int
+	cmdline        string
+}
+
+// processes lists the processes keep accepts.
+func processes(t *testing.T, keep func(process) bool) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	require.NoError(t, err)
@@ -462,10 +427,44 @@ func processesOf(t *testing.T, uid int) []int {
 		if err != nil {
 			continue
 		}
+		p := process{pid: pid, ppid: -1, cmdline: cmdline(pid)}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+				if f := strings.Fields(string(stat)[i+1:]); len(f) > 1 {
+					p.ppid, _ = strconv.Atoi(f[1])
+				}
+			}
+		}
 		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) == uid {
+		if syscall.Stat("/proc/"+e.Name(), &st) == nil {
+			p.uid = int(st.Uid)
+		}
+		if keep(p) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// childrenOfInit are the processes whose parent is PID 1.
+func childrenOfInit(t *testing.T) map[int]bool {
+	t.Helper()
+	out := map[int]bool{}
+	for _, pid := range processes(t, func(p process) bool { return p.ppid == 1 }) {
+		out[pid] = true
+	}
+	return out
+}
+
+// sleeping lists the processes whose command line holds d.
+func sleeping(t *testing.T, d string) []int {
+	t.Helper()
+	require.NotEmpty(t, d)
+	return processes(t, func(p process) bool { return strings.Contains(p.cmdline, d) })
+}
+
+// processesOf lists the pids whose owner is uid.
+func processesOf(t *testing.T, uid int) []int {
+	t.Helper()
+	return processes(t, func(p process) bool { return p.uid == uid })
 }

@@ -32,6 +32,7 @@ import (
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
+	"github.com/fnrunner/fnrunner/tools/procstat"
 )
 
 // The hostile function binaries: bash scripts. A probe prints the input back
@@ -419,44 +420,26 @@ func pidOne(t *testing.T, w *world) int {
 // childrenOf lists the processes whose parent is ppid.
 func childrenOf(t *testing.T, ppid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
+	return pids(procstat.List(func(p procstat.Process) bool { return p.PPID == ppid }))
+}
+
+func pids(ps []procstat.Process) []int {
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
-			if f := strings.Fields(string(stat)[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-				out = append(out, pid)
-			}
-		}
+	for _, p := range ps {
+		out = append(out, p.PID)
 	}
 	return out
 }
 
-// othersInNamespace lists the processes in pid1's pid namespace other than
-// pid1 and its sandbox helpers still winding down, with their state (Z: a
-// zombie).
+// othersInNamespace lists the processes in pid1's pid namespace other
+// than pid1, with their state (Z: a zombie).
 func othersInNamespace(t *testing.T, pid1 int) []string {
 	t.Helper()
 	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid1) + "/ns/pid")
 	require.NoError(t, err)
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
 	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pid1 {
-			continue
-		}
-		if other, _ := os.Readlink("/proc/" + e.Name() + "/ns/pid"); other != ns {
-			continue
-		}
-		stat, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		out = append(out, strings.TrimSpace(string(stat)))
+	for _, p := range procstat.List(func(p procstat.Process) bool { return p.PIDNamespace == ns && p.PID != pid1 }) {
+		out = append(out, fmt.Sprintf("%d %c %s", p.PID, p.State, p.Cmdline))
 	}
 	return out
 }
@@ -529,18 +512,5 @@ func deepNesting() string {
 // processesOfUIDs lists the pids whose owner is in [from, to).
 func processesOfUIDs(t *testing.T, from, to int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) >= from && int(st.Uid) < to {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return pids(procstat.List(func(p procstat.Process) bool { return p.UID >= from && p.UID < to }))
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // PeakRSS is the process's peak resident set size (VmHWM) in bytes, since it
@@ -77,6 +78,57 @@ func Running(exe string) []int {
 		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// Process is what /proc says of one process.
+type Process struct {
+	PID, PPID int
+	// UID owns its /proc entry: its effective uid.
+	UID int
+	// State is its state letter (R, S, Z for a zombie, ...).
+	State byte
+	// Cmdline is its command line, arguments separated by spaces.
+	Cmdline string
+	// PIDNamespace names its pid namespace ("pid:[4026531836]").
+	PIDNamespace string
+}
+
+// List lists the processes that keep accepts (nil: all).
+func List(keep func(Process) bool) []Process {
+	var out []Process
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := "/proc/" + e.Name()
+		stat, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue
+		}
+		// The state and the parent follow the command name, which is in
+		// parentheses and may hold either.
+		i := bytes.LastIndexByte(stat, ')')
+		fields := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(fields) < 2 {
+			continue
+		}
+		p := Process{PID: pid, State: fields[0][0]}
+		p.PPID, _ = strconv.Atoi(fields[1])
+		if fi, err := os.Stat(dir); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				p.UID = int(st.Uid)
+			}
+		}
+		cmdline, _ := os.ReadFile(dir + "/cmdline")
+		p.Cmdline = strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " "))
+		p.PIDNamespace, _ = os.Readlink(dir + "/ns/pid")
+		if keep == nil || keep(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func statusKB(pid int, field string) (int64, error) {

@@ -2,6 +2,7 @@ package procstat
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,4 +38,14 @@ func TestPeaks(t *testing.T) {
 	require.Positive(t, got["me"], "Peaks read %v", got)
 	_, err = Peaks(map[string]int{"gone": 1 << 30})
 	require.Error(t, err, "Peaks of a process that does not exist succeeded")
+}
+
+func TestListFindsThisProcess(t *testing.T) {
+	self := List(func(p Process) bool { return p.PID == os.Getpid() })
+	require.Len(t, self, 1)
+	assert.Equal(t, os.Getppid(), self[0].PPID)
+	assert.Equal(t, os.Geteuid(), self[0].UID)
+	assert.Contains(t, self[0].Cmdline, filepath.Base(os.Args[0]))
+	assert.NotEmpty(t, self[0].PIDNamespace)
+	assert.NotEqual(t, byte('Z'), self[0].State)
 }

@@ -214,4 +214,3 @@ func crdDir(t *testing.T) string {
 	require.NoError(t, err, "CRD directory")
 	return dir
 }
-

@@ -119,7 +119,7 @@ type pod struct {
 	ready    bool
 	created  time.Time
 	pending  string // why it is not ready yet, if known
-	running  int // leases handed out and not released
+	running  int    // leases handed out and not released
 	waiting  []*request
 	lastUsed time.Time
 	ttl      time.Duration

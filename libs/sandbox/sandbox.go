@@ -369,9 +369,11 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 		sp.ReadOnly = append(slices.Clone(s.readOnly), real)
 		// /dev/null is written to by many (os/exec's default stdout).
 		sp.ReadWrite = append([]string{"/dev/null"}, s.readWrite...)
-		sp.ConnectPorts = s.ports
-		sp.AnyConnect = s.anyPort
 	}
+	// Landlock filters by them, and userns keeps a network namespace
+	// only when the function may connect somewhere.
+	sp.ConnectPorts = s.ports
+	sp.AnyConnect = s.anyPort
 	sp.Namespaces = slices.Contains(s.layers, UserNS)
 	release := func() {}
 	if s.uids != nil {

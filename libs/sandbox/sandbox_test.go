@@ -137,7 +137,9 @@ func TestHostileCasesByLayer(t *testing.T) {
 				for _, pid := range pids {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
-				return len(pids) == 0
+				// Stopped, and the call answered as the function did
+				// (not held to its deadline by what it left).
+				return len(pids) == 0 && err == nil
 			},
 			stoppedBy: []string{"base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},

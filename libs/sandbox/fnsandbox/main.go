@@ -43,6 +43,8 @@ import (
 
 func main() {
 	// The runner's report pipe, if any, is the helper's alone.
+	_, err := unix.FcntlInt(3, unix.F_GETFD, 0)
+	reports := err == nil
 	unix.CloseOnExec(3)
 	if len(os.Args) == 2 {
 		switch os.Args[1] {
@@ -57,7 +59,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ws, err := run(s)
+	ws, err := run(s, reports)
 	if err != nil {
 		fail(err)
 	}
@@ -102,7 +104,7 @@ func exitAs(ws unix.WaitStatus) {
 
 // run starts the function as s says, waits for it or for a stop signal, and
 // ends everything left below the helper.
-func run(s spec.Spec) (unix.WaitStatus, error) {
+func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	children := make(chan os.Signal, 1)
@@ -130,7 +132,7 @@ func run(s spec.Spec) (unix.WaitStatus, error) {
 		// stays locked and alive until the helper is done, and then ends
 		// with the goroutine.
 		runtime.LockOSThread()
-		pid, exited, err := startRestricted(s)
+		pid, exited, err := startRestricted(s, reports)
 		startedc <- started{pid, exited, err}
 		<-done
 	}()
@@ -180,32 +182,58 @@ func giveToCall(s spec.Spec) error {
 
 // startRestricted restricts the calling thread (locked to it): no_new_privs,
 // no capabilities to pass on, Landlock; and starts the function from it.
-func startRestricted(s spec.Spec) (int, *unix.WaitStatus, error) {
-	pid, err := forkRestricted(s)
+func startRestricted(s spec.Spec, reports bool) (int, *unix.WaitStatus, error) {
+	pid, err := forkRestricted(s, reports)
 	if err != nil || s.Limits == (spec.Limits{}) || s.Namespaces {
 		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
 	}
 	if s.UID >= 0 {
 		// Setting another user's rlimits takes CAP_SYS_RESOURCE, which
-		// a container's root often lacks; the same ids do not. This
-		// thread takes the call's (the rest of the helper keeps its
-		// own) and ends with its goroutine, never to run anything else.
-		if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(s.GID), uintptr(s.GID), uintptr(s.GID)); errno != 0 {
+		// a container's root often lacks; the same real ids do not.
+		// This thread takes the call's as its real and effective ids for
+		// that, keeping root as its saved ones, and takes root back after
+		// (a thread with the call's ids could be signalled by the call).
+		if err := asCall(s.UID, s.GID); err != nil {
 			_ = unix.Kill(pid, unix.SIGKILL)
-			return pid, nil, fmt.Errorf("taking gid %d to set the function's limits: %w", s.GID, errno)
+			return pid, nil, err
 		}
-		if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(s.UID), uintptr(s.UID), uintptr(s.UID)); errno != 0 {
+		p, exited, err := setLimits(pid, s.Limits)
+		if restoreErr := asRoot(); restoreErr != nil {
 			_ = unix.Kill(pid, unix.SIGKILL)
-			return pid, nil, fmt.Errorf("taking uid %d to set the function's limits: %w", s.UID, errno)
+			return pid, nil, restoreErr
 		}
+		return p, exited, err
 	}
 	return setLimits(pid, s.Limits)
 }
 
+// asCall gives the calling thread uid and gid as its real and effective ids,
+// root staying its saved ones.
+func asCall(uid, gid int) error {
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), 0); errno != 0 {
+		return fmt.Errorf("taking gid %d to set the function's limits: %w", gid, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), 0); errno != 0 {
+		return fmt.Errorf("taking uid %d to set the function's limits: %w", uid, errno)
+	}
+	return nil
+}
+
+// asRoot gives the calling thread its root ids back (see asCall).
+func asRoot() error {
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("taking root back: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("taking gid 0 back: %w", errno)
+	}
+	return nil
+}
+
 // forkRestricted restricts the calling thread and starts the function from
 // it, traced when it is to get rlimits.
-func forkRestricted(s spec.Spec) (int, error) {
+func forkRestricted(s spec.Spec, reports bool) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("no_new_privs: %w", err)
 	}
@@ -251,8 +279,16 @@ func forkRestricted(s spec.Spec) (int, error) {
 		if path, argv, err = namespaces(s, sys, path); err != nil {
 			return 0, err
 		}
+		if s.UID >= 0 {
+			// Groups cannot be set inside (setgroups is denied there):
+			// this thread, which the function's namespaces inherit
+			// from, drops the runner's.
+			if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
+				return 0, fmt.Errorf("dropping groups: %w", errno)
+			}
+		}
 		defer unix.Close(selfFD(path))
-		if _, err := unix.FcntlInt(3, unix.F_GETFD, 0); err == nil {
+		if reports {
 			files = append(files, 3) // its reports go to the runner
 		}
 	}

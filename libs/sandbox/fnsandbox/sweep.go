@@ -44,13 +44,26 @@ func (r *reaper) reap() (none bool) {
 // kills what the last one orphaned; the process limit bounds how many a
 // fork bomb makes meanwhile. Waits are for SIGCHLD or a short timer, never
 // for one process.
+//
+// As PID 1 of the call's namespaces (userns), whose /proc is still the
+// outer one, it kills everything else in them at once instead: kill(-1).
 func (r *reaper) sweep(children <-chan os.Signal) {
-	_ = unix.Kill(r.function, unix.SIGKILL)
-	_ = unix.Kill(-r.function, unix.SIGKILL)
+	if !r.functionExited {
+		// Not reaped yet, so its pid (and group) cannot have been
+		// given to another process; once reaped, what is left of its
+		// group is found among the helper's children below.
+		_ = unix.Kill(r.function, unix.SIGKILL)
+		_ = unix.Kill(-r.function, unix.SIGKILL)
+	}
+	init := os.Getpid() == 1
 	for !r.reap() {
-		for _, c := range childrenOf(os.Getpid()) {
-			_ = unix.Kill(-c, unix.SIGKILL)
-			_ = unix.Kill(c, unix.SIGKILL)
+		if init {
+			_ = unix.Kill(-1, unix.SIGKILL)
+		} else {
+			for _, c := range childrenOf(os.Getpid()) {
+				_ = unix.Kill(-c, unix.SIGKILL)
+				_ = unix.Kill(c, unix.SIGKILL)
+			}
 		}
 		select {
 		case <-children:

@@ -91,13 +91,11 @@ func (s Spec) Args() []string {
 	if s.PrivateDir != "" {
 		a = append(a, "-dir="+s.PrivateDir)
 	}
-	if s.Landlock {
-		if s.AnyConnect {
-			a = append(a, "-any-connect")
-		}
-		for _, p := range s.ConnectPorts {
-			a = append(a, "-connect="+strconv.Itoa(int(p)))
-		}
+	if s.AnyConnect {
+		a = append(a, "-any-connect")
+	}
+	for _, p := range s.ConnectPorts {
+		a = append(a, "-connect="+strconv.Itoa(int(p)))
 	}
 	if s.UID >= 0 {
 		a = append(a, "-uid="+strconv.Itoa(s.UID), "-gid="+strconv.Itoa(s.GID))

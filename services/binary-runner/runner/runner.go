@@ -147,7 +147,8 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %d calls already wait for memory (--max-queue); the function was not run", req.Image, r.opts.Admission.Queued())
 			}
 			if err != nil {
-				return fnresult.Respond(req.Image, nil, nil, fmt.Errorf("waiting for memory to run in (--max-in-flight-bytes): %w", err))
+				st := status.FromContextError(err)
+				return nil, status.Errorf(st.Code(), "function %q: gave up waiting for memory to run in (--max-in-flight-bytes): %v; the function was not run", req.Image, err)
 			}
 			if ip, ok := rt.(*inProcess); ok {
 				ip.finished = release // an overrun goes on in the background

@@ -18,9 +18,12 @@
 //     own, and a network namespace with no interface up unless it may
 //     connect somewhere; the function is PID 1 of its pid namespace, so the
 //     kernel kills whatever it left when it ends.
+//   - cgroup: each call in a cgroup of its own (v1 memory and pids, or v2)
+//     with a memory limit for all its processes together and a process
+//     limit that does not need the uid layer.
 //
 // At start Open asks the helper which layers this kernel and container
-// allow (cgroup is found and reported too, not yet applied),
+// allow,
 // logs it, exports it as metrics and refuses to start when a layer named by
 // --sandbox is missing.
 package sandbox
@@ -56,13 +59,14 @@ const (
 	Landlock Layer = "landlock"
 	UID      Layer = "uid"
 	UserNS   Layer = "userns"
+	Cgroup   Layer = "cgroup"
 )
 
 // Applied are the layers this version applies, in order.
-var applied = []Layer{Base, Landlock, UID, UserNS}
+var applied = []Layer{Base, Landlock, UID, UserNS, Cgroup}
 
 // Detected-only layers: reported at start, not applied yet.
-var detectedOnly = []Layer{"cgroup"}
+var detectedOnly []Layer
 
 // ErrLayerMissing is wrapped by Open's error when --sandbox names a layer
 // this kernel or container does not allow.
@@ -90,6 +94,8 @@ type Flags struct {
 	AnyConnect bool
 	// FirstUID is the first of the uids (and gids) calls run as (uid).
 	FirstUID int
+	// MemoryMax is the memory of all a call's processes together (cgroup).
+	MemoryMax uint64
 	// TempDir is where the runner makes each call's private directory
 	// ("" = os.TempDir()): with the uid layer, every call's uid must be
 	// able to reach it.
@@ -98,6 +104,7 @@ type Flags struct {
 
 // Defaults are a service's flag defaults.
 type Defaults struct {
+	MemoryMax    uint64
 	AddressSpace uint64
 	ReadOnly     []string
 	AnyConnect   bool
@@ -127,7 +134,8 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	}
 	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid and userns, each required: the service refuses to start when one is missing.`)
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
-	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "RLIMIT_NPROC of a call: processes and threads. Applied only with the uid layer, where it counts that call alone (without it, it would count the runner's own threads and every call's); 0 = not set.")
+	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
+	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
 	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.FileSize, "sandbox-max-file-size", f.Limits.FileSize, "RLIMIT_FSIZE: the largest file a function writes, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.OpenFiles, "sandbox-max-open-files", f.Limits.OpenFiles, "RLIMIT_NOFILE of each function process; 0 = not set.")
@@ -175,6 +183,8 @@ type Sandbox struct {
 	helper    string
 	layers    []Layer
 	limits    spec.Limits
+	memory    uint64 // cgroup
+	pids      uint64 // cgroup
 	readOnly  []string
 	readWrite []string
 	ports     []uint16
@@ -243,7 +253,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
 	} else {
@@ -375,6 +385,9 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 	sp.ConnectPorts = s.ports
 	sp.AnyConnect = s.anyPort
 	sp.Namespaces = slices.Contains(s.layers, UserNS)
+	if slices.Contains(s.layers, Cgroup) {
+		sp.Cgroup, sp.MemoryMax, sp.PidsMax = true, s.memory, s.pids
+	}
 	release := func() {}
 	if s.uids != nil {
 		id, err := s.uids.get()

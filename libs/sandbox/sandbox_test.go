@@ -95,7 +95,7 @@ func TestProbeFindsEveryLayer(t *testing.T) {
 }
 
 func TestOrdinaryCallRunsInEveryLayerSet(t *testing.T) {
-	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "base,userns", "base,landlock,uid,userns", "auto"} {
+	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "base,userns", "base,cgroup", "base,landlock,uid,userns,cgroup", "auto"} {
 		t.Run(mode, func(t *testing.T) {
 			sb := open(t, mode, spec.Limits{})
 			res, err := run(t, sb, 10*time.Second, `cat; echo log >&2; echo made > "$TMPDIR/f"; cat "$TMPDIR/f"; pwd`)
@@ -244,6 +244,47 @@ func TestLimitsBoundAHostileCall(t *testing.T) {
 	})
 }
 
+// The cgroup layer bounds a call's processes together: memory across all of
+// them, and processes without the uid layer; its cgroup goes with the call.
+func TestCgroupBoundsTheWholeCall(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("making cgroups needs root")
+	}
+	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, FirstUID: 3100000}
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	before := callCgroups(t)
+
+	t.Run("memory over the call's limit", func(t *testing.T) {
+		_, err := fnexec.Run(context.Background(), []string{"/usr/bin/python3", "-c", "x = b'x' * (400 << 20)"}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+		var xe *fnresult.ExitError
+		require.ErrorAs(t, err, &xe)
+		assert.Equal(t, syscall.SIGKILL, xe.Signal, "killed by the kernel in the call's cgroup: %v", err)
+	})
+	t.Run("fork bomb without the uid layer", func(t *testing.T) {
+		res, err := run(t, sb, 3*time.Second, `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 60`)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		_ = res
+	})
+	t.Run("a next call runs", func(t *testing.T) {
+		res, err := run(t, sb, 10*time.Second, `cat`)
+		require.NoError(t, err)
+		assert.Equal(t, "input", out(res))
+	})
+	assert.Equal(t, before, callCgroups(t), "a call's cgroup outlived it")
+}
+
+// callCgroups lists the call cgroups fnsandbox made below this process's
+// pids cgroup (v1) or its unified one (v2).
+func callCgroups(t *testing.T) []string {
+	t.Helper()
+	matches, err := filepath.Glob("/sys/fs/cgroup/*/*/fnrunner-calls/call-*")
+	require.NoError(t, err)
+	more, err := filepath.Glob("/sys/fs/cgroup/*/fnrunner-calls/call-*")
+	require.NoError(t, err)
+	return append(matches, more...)
+}
+
 func TestCancelledCallLeavesNothing(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
 	dir := t.TempDir()
@@ -305,7 +346,7 @@ time.sleep(300)
 }
 
 func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
-	for _, mode := range []string{"base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"} {
+	for _, mode := range []string{"base", "base,userns", "base,cgroup", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns,cgroup"} {
 		if strings.Contains(mode, "uid") && os.Getuid() != 0 {
 			continue
 		}
@@ -387,7 +428,7 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	f.Mode = "auto"
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
-	assert.Equal(t, []sandbox.Layer{sandbox.Base, sandbox.Landlock, sandbox.UserNS}, sb.Layers())
+	assert.Equal(t, []sandbox.Layer{sandbox.Base, sandbox.Landlock, sandbox.UserNS}, sb.Layers(), "nobody may not make cgroups here")
 
 	f.Helper = "/nonexistent/fnsandbox"
 	f.Mode = "base"
@@ -398,7 +439,7 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, sb.Enabled(), "auto without a helper runs bare, and logs it")
 
-	for _, mode := range []string{"cgroup", "bogus", ","} {
+	for _, mode := range []string{"bogus", ","} {
 		f.Mode = mode
 		_, err = f.Open(context.Background(), discard())
 		assert.Error(t, err, mode)

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
 	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor and × %d on the binary executor (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight))
-	o.sandbox.Register(fs, sandbox.Defaults{AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
+	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}

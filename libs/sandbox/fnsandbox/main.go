@@ -117,6 +117,14 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 			return 0, err
 		}
 	}
+	var group *callCgroup
+	if s.Cgroup {
+		var err error
+		if group, err = newCallCgroup("call-"+strconv.Itoa(os.Getpid()), s.MemoryMax, s.PidsMax); err != nil {
+			return 0, err
+		}
+		defer group.remove()
+	}
 	type started struct {
 		pid int
 		// exited is set when the function ended before it was let go.
@@ -137,7 +145,7 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 		<-done
 	}()
 	st := <-startedc
-	r := &reaper{function: st.pid}
+	r := &reaper{function: st.pid, group: group}
 	if st.err != nil {
 		if st.pid > 0 {
 			r.sweep(children)
@@ -347,6 +355,7 @@ func namespaces(s spec.Spec, sys *syscall.SysProcAttr, path string) (string, []s
 	}
 	inner := s
 	inner.Namespaces, inner.UID, inner.GID, inner.Path = false, -1, -1, path
+	inner.Cgroup = false // the call's cgroup holds this helper, and so the one inside
 	// The helper inside may not reach the binary by its path (it is the
 	// call's uid): its Landlock rule names the descriptor instead.
 	inner.ReadOnly = append(slices.Clone(s.ReadOnly), path)

@@ -122,18 +122,3 @@ func usernsFinding() (bool, string) {
 	return true, "user, pid, mount, IPC, UTS and network namespaces"
 }
 
-// cgroupFinding looks for a cgroup the helper could make children in.
-func cgroupFinding() (bool, string) {
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return false, err.Error()
-	}
-	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids"} {
-		if unix.Access(dir, unix.W_OK) == nil {
-			if _, err := os.Stat(dir + "/cgroup.procs"); err == nil {
-				return true, dir + " is writable (not applied by this version)"
-			}
-		}
-	}
-	return false, "no writable cgroup (" + strings.TrimSpace(strings.SplitN(string(self), "\n", 2)[0]) + ")"
-}

@@ -13,7 +13,9 @@ import (
 // reaper reaps the helper's children without ever blocking on one, noting
 // the function's status when it is among them.
 type reaper struct {
-	function       int
+	function int
+	// group, when the call has one, names every process of the call.
+	group          *callCgroup
 	functionExited bool
 	status         unix.WaitStatus
 }
@@ -63,6 +65,11 @@ func (r *reaper) sweep(children <-chan os.Signal) {
 			for _, c := range childrenOf(os.Getpid()) {
 				_ = unix.Kill(-c, unix.SIGKILL)
 				_ = unix.Kill(c, unix.SIGKILL)
+			}
+			if r.group != nil {
+				for _, p := range r.group.pids() {
+					_ = unix.Kill(p, unix.SIGKILL)
+				}
 			}
 		}
 		select {

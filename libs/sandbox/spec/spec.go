@@ -51,6 +51,11 @@ type Spec struct {
 	// UID and GID, when not -1, are what the function runs as; the helper
 	// gives it PrivateDir first.
 	UID, GID int
+	// Cgroup runs the call in a cgroup of its own (v1 memory and pids, or
+	// v2), with MemoryMax bytes of memory and PidsMax processes and
+	// threads for all its processes together (0: no limit).
+	Cgroup             bool
+	MemoryMax, PidsMax uint64
 	// Namespaces starts the function in new user, pid, mount, IPC and UTS
 	// namespaces, and a network namespace of its own (no interface up)
 	// unless it may connect somewhere (AnyConnect or ConnectPorts).
@@ -103,6 +108,9 @@ func (s Spec) Args() []string {
 	if s.Namespaces {
 		a = append(a, "-namespaces")
 	}
+	if s.Cgroup {
+		a = append(a, "-cgroup", "-memory-max="+strconv.FormatUint(s.MemoryMax, 10), "-pids-max="+strconv.FormatUint(s.PidsMax, 10))
+	}
 	if s.Path != "" {
 		a = append(a, "-path="+s.Path)
 	}
@@ -135,6 +143,9 @@ func Parse(args []string) (Spec, error) {
 	fs.StringVar(&s.PrivateDir, "dir", "", "")
 	fs.StringVar(&s.Path, "path", "", "")
 	fs.BoolVar(&s.Namespaces, "namespaces", false, "")
+	fs.BoolVar(&s.Cgroup, "cgroup", false, "")
+	fs.Uint64Var(&s.MemoryMax, "memory-max", 0, "")
+	fs.Uint64Var(&s.PidsMax, "pids-max", 0, "")
 	fs.IntVar(&s.UID, "uid", -1, "")
 	fs.IntVar(&s.GID, "gid", -1, "")
 	if err := fs.Parse(args); err != nil {

@@ -15,7 +15,7 @@ func TestArgsParseRoundTrip(t *testing.T) {
 		{
 			Limits:   spec.Limits{Processes: 1, AddressSpace: 2, FileSize: 3, OpenFiles: 4, CPUSeconds: 5},
 			Landlock: true, ReadOnly: []string{"/usr", "/a,b"}, ReadWrite: []string{"/dev/null"}, PrivateDir: "/tmp/x",
-			ConnectPorts: []uint16{443, 8080}, UID: 7, GID: 8, Namespaces: true,
+			ConnectPorts: []uint16{443, 8080}, UID: 7, GID: 8, Namespaces: true, Cgroup: true, MemoryMax: 1 << 30, PidsMax: 64,
 			// The function's own flags stay its own.
 			Argv: []string{"/fn", "-landlock", "--", "-uid=0"},
 		},

@@ -159,6 +159,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			{"binary executor, --sandbox=base,landlock", "go,pod", "base,landlock"},
 			{"binary executor, --sandbox=base,landlock,uid", "go,pod", "base,landlock,uid"},
 			{"binary executor, --sandbox=base,landlock,uid,userns", "go,pod", "base,landlock,uid,userns"},
+			{"binary executor, --sandbox=base,landlock,uid,userns,cgroup", "go,pod", "base,landlock,uid,userns,cgroup"},
 		} {
 			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
 				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},

@@ -65,9 +65,6 @@ const (
 // Applied are the layers this version applies, in order.
 var applied = []Layer{Base, Landlock, UID, UserNS, Cgroup}
 
-// Detected-only layers: reported at start, not applied yet.
-var detectedOnly []Layer
-
 // ErrLayerMissing is wrapped by Open's error when --sandbox names a layer
 // this kernel or container does not allow.
 var ErrLayerMissing = errors.New("sandbox layer missing")
@@ -132,7 +129,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	if d.AnyConnect {
 		connectDefault = "any"
 	}
-	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid and userns, each required: the service refuses to start when one is missing.`)
+	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid, userns and cgroup, each required: the service refuses to start when one is missing.`)
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
 	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
@@ -324,10 +321,8 @@ func parseMode(mode string) ([]Layer, error) {
 		switch {
 		case slices.Contains(applied, l):
 			want = append(want, l)
-		case slices.Contains(detectedOnly, l):
-			return nil, fmt.Errorf("--sandbox=%s: the %s layer is detected but not applied by this version", mode, l)
 		default:
-			return nil, fmt.Errorf("--sandbox=%s: unknown layer %q (auto, none, or of base, landlock, uid, userns)", mode, name)
+			return nil, fmt.Errorf("--sandbox=%s: unknown layer %q (auto, none, or of %v)", mode, name, applied)
 		}
 	}
 	if len(want) == 0 {
@@ -420,7 +415,7 @@ func (s *Sandbox) Collector() prometheus.Collector {
 		Name: "fnrunner_sandbox_layer_used",
 		Help: "1 when function binaries run with the sandbox layer.",
 	}, []string{"layer"})
-	for _, l := range append(slices.Clone(applied), detectedOnly...) {
+	for _, l := range applied {
 		var avail float64
 		for _, f := range s.report {
 			if f.Layer == string(l) && f.Available {

@@ -395,6 +395,17 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 	return append([]string{s.helper}, sp.Args()...), release, nil
 }
 
+// AllowingConnect returns a sandbox like s whose functions may also open TCP
+// connections to ports (and, with the userns layer, keep the runner's
+// network namespace to do it): for a function that filters by host itself,
+// as fnrunner's starlark does.
+func (s *Sandbox) AllowingConnect(ports ...uint16) fnexec.Wrapper {
+	c := *s
+	c.layers = slices.Clone(s.layers)
+	c.ports = slices.Concat(s.ports, ports)
+	return &c
+}
+
 // Report reads what fnsandbox wrote on descriptor 3 (fnexec.Wrapper).
 func (s *Sandbox) Report(out []byte) (syscall.Signal, error) {
 	sig, failure := spec.ParseHelperReport(string(out))

@@ -23,6 +23,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
 	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
 )
 
@@ -39,6 +40,7 @@ type options struct {
 	functionEnv        []string
 	sandbox            sandbox.Flags
 	admission          admission.Flags
+	starlark           bounds.Bounds
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -63,6 +65,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil
 	})
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each function run gets its private working directory (default: the system temp dir).")
+	fs.Uint64Var(&o.starlark.MaxSteps, "starlark-max-steps", bounds.DefaultMaxSteps, "Most interpreter steps a starlark script may take; over it the call fails with an error result (0: no limit; 110 million steps are about a second of a busy loop).")
+	fs.IntVar(&o.starlark.MaxDepth, "starlark-max-call-depth", bounds.DefaultMaxDepth, "Deepest call stack a starlark script may build; deeper, the call fails with an error result (0: no limit, and unbounded recursion then ends the script's process).")
+	fs.Func("starlark-allowed-hosts", `Comma-separated hosts starlark scripts' http module may reach: "name" (ports 80 and 443) or "name:port", compared by name as the script writes it (default: none; scripts have no network).`, func(v string) error {
+		hosts, err := bounds.ParseHosts(v)
+		o.starlark.AllowedHosts = append(o.starlark.AllowedHosts, hosts...)
+		return err
+	})
 	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor and × %d on the binary executor (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight))
 	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
@@ -115,14 +124,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxLogBytes:    o.maxLogBytes,
 		TempDir:        o.tempDir,
 	}
+	scriptExec := exec
 	if sb.Enabled() {
 		exec.Sandbox = sb
+		scriptExec.Sandbox = sb
+		if ports := o.starlark.Ports(); len(ports) > 0 {
+			scriptExec.Sandbox = sb.AllowingConnect(ports...)
+		}
 	}
 	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,
 		Exec:               exec,
+		Scripts:            runner.Scripts{Args: o.starlark.Args(), Exec: &scriptExec},
 		Admission:          admitted,
 	}))
 

@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,6 +115,8 @@ type world struct {
 	tlsKey   string
 	listener net.Listener
 	accepted chan struct{}
+	// allowedURL is a server starlark scripts may reach.
+	allowedURL string
 }
 
 func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlock,uid") }
@@ -137,6 +141,12 @@ func startWith(t *testing.T, runner, sandbox string) *world {
 		extra[name] = p
 		configs.WriteString(config(name))
 	}
+	// A host starlark scripts may reach (--starlark-allowed-hosts): any
+	// other is denied.
+	allowed := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(rw, "hello from the allowed host")
+	}))
+	t.Cleanup(allowed.Close)
 	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
 	s := stack.Start(t, stack.Options{
 		Configs:      map[string]string{"hostile.yaml": configs.String()},
@@ -146,9 +156,10 @@ func startWith(t *testing.T, runner, sandbox string) *world {
 		BinaryRunnerArgs: []string{
 			sandbox, "--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
 			"--sandbox-max-processes=64", "--sandbox-max-file-size=8388608",
+			"--starlark-allowed-hosts=" + allowed.Listener.Addr().String(),
 		},
 	})
-	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, accepted: make(chan struct{}, 100)}
+	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, accepted: make(chan struct{}, 100), allowedURL: allowed.URL}
 	for _, name := range []string{"gateway", "binary-runner", "config-reconciler"} {
 		w.pids[name], err = s.Pid(name)
 		require.NoError(t, err)
@@ -255,14 +266,20 @@ func cases(w *world) []hostileCase {
 		{name: "connects to the metadata endpoint", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": "169.254.169.254:80"}),
 			deadline: 30 * time.Second, code: codes.OK},
 		{name: "starlark recursion", image: "starlark:v0.5.5", input: starlark("def f(n):\n  return f(n + 1)\nf(0)"), deadline: time.Minute,
-			code: codes.Internal},
+			code: codes.Internal, message: "call stack deeper than 10000"},
 		{name: "starlark infinite loop", image: "starlark:v0.5.5", input: starlark("def spin():\n  for i in range(1 << 62):\n    pass\nspin()"),
 			deadline: 2 * time.Second, code: codes.DeadlineExceeded, exhausting: true},
 		{name: "starlark http to loopback", image: "starlark:v0.5.5",
 			input:    starlark(fmt.Sprintf("load('http.star', 'http')\nhttp.get('http://%s/')", w.listener.Addr())),
-			deadline: 30 * time.Second, code: codes.Internal, message: `permission denied`,
+			deadline: 30 * time.Second, code: codes.Internal, message: `host not allowed`,
 			after: func(t *testing.T, w *world, _ *pb.EvaluateFunctionResponse) {
 				assert.Empty(t, w.accepted, "starlark reached the loopback listener")
+			}},
+		{name: "starlark http to an allowed host", image: "starlark:v0.5.5",
+			input:    starlark(fmt.Sprintf("load('http.star', 'http')\nctx.resource_list['items'].append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'got'}, 'data': {'body': http.get('%s').body()}})", w.allowedURL)),
+			deadline: 30 * time.Second, code: codes.OK,
+			after: func(t *testing.T, _ *world, resp *pb.EvaluateFunctionResponse) {
+				assert.Contains(t, string(resp.GetResourceList()), "hello from the allowed host")
 			}},
 		{name: "starlark 1 GiB string", image: "starlark:v0.5.5", input: starlark("s = 'x' * (1 << 30)\nt = s + s + s + s + s"), deadline: time.Minute,
 			code: codes.Internal, exhausting: true},

@@ -23,7 +23,7 @@ FUNCTIONS = {
     "apply-replacements": "//services/binary-runner/functions:apply-replacements",
     "apply-setters": "//services/binary-runner/functions/apply-setters",
     "set-namespace": "//services/binary-runner/functions:set-namespace",
-    "starlark": "//services/binary-runner/functions:starlark",
+    "starlark": "//services/binary-runner/functions/starlark",
 }
 
 # Hostile test functions (tests/testfns), on top of FUNCTIONS.

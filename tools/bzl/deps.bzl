@@ -24,7 +24,6 @@ def fnrunner_dependencies():
             "sigs.k8s.io/controller-tools/cmd/controller-gen",
             "github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements",
             "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace",
-            "github.com/kptdev/krm-functions-catalog/functions/go/starlark",
         ],
     )
 

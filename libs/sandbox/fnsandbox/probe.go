@@ -121,4 +121,3 @@ func usernsFinding() (bool, string) {
 	_, _ = unix.Wait4(pid, &ws, 0, nil)
 	return true, "user, pid, mount, IPC, UTS and network namespaces"
 }
-

@@ -24,8 +24,9 @@ func Functions() map[string]Function {
 		// Scripts are written by users: one can end the Go runtime that
 		// runs it (unbounded recursion overflows the stack, a fatal error,
 		// not a panic), spin forever or write to fd 2. In a process of its
-		// own that costs the call and nothing else.
-		"starlark": {Version: "v0.5.5", Binary: "starlark"},
+		// own, fnrunner's bounded build of it (functions/starlark), that
+		// costs the call and nothing else.
+		"starlark": {Version: "v0.5.5", Binary: "starlark", Script: true},
 	}
 }
 
@@ -40,6 +41,9 @@ type Function struct {
 	// functions directory, run in its own process as the binary executor
 	// runs binaries.
 	Binary string
+	// Script says that Binary runs user scripts and takes the runner's
+	// bounds for them (functions/starlark/bounds) as arguments.
+	Script bool
 }
 
 // ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The

@@ -69,9 +69,21 @@ type Options struct {
 	Exec fnexec.Options
 	// MaxOutputBytes bounds in-process output like Exec.MaxOutputBytes.
 	MaxOutputBytes int
+	// Scripts run the script functions (catalog.Function.Script).
+	Scripts Scripts
 	// Admission, when set, bounds the calls running by weight: input bytes
 	// times GoWeight or BinaryWeight.
 	Admission *admission.Weighted
+}
+
+// Scripts are how the script functions' binaries run.
+type Scripts struct {
+	// Args are added to the binary's command line: the script bounds
+	// (functions/starlark/bounds.Bounds.Args).
+	Args []string
+	// Exec, when set, bounds each run instead of Options.Exec: with the
+	// TCP ports the allowed hosts need opened in the sandbox.
+	Exec *fnexec.Options
 }
 
 // Weights: the memory a call needs in the binary-runner per input byte.
@@ -164,7 +176,7 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 
 // binaryRuntime is the binary executor's runtime for a table path
 // (executortable.ResolveBinary).
-func (r *Runner) binaryRuntime(path string) (Runtime, error) {
+func (r *Runner) binaryRuntime(path string) (*fnexec.Binary, error) {
 	bin, err := executortable.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
 	if err != nil {
 		return nil, err
@@ -177,6 +189,17 @@ func (r *Runner) goRuntime(id string) (Runtime, error) {
 	f, ok := r.functions[id]
 	if !ok {
 		return nil, fmt.Errorf("no linked-in Go function with id %q", id)
+	}
+	if f.Script {
+		rt, err := r.binaryRuntime(f.Binary)
+		if err != nil {
+			return nil, err
+		}
+		rt.Argv = append(rt.Argv, r.opts.Scripts.Args...)
+		if r.opts.Scripts.Exec != nil {
+			rt.Options = *r.opts.Scripts.Exec
+		}
+		return rt, nil
 	}
 	if f.Binary != "" {
 		// Run out of process (catalog.Function.Binary), from the

@@ -93,6 +93,9 @@ type Flags struct {
 	FirstUID int
 	// MemoryMax is the memory of all a call's processes together (cgroup).
 	MemoryMax uint64
+	// DirBytes bounds the files in a call's private directory together
+	// (userns: a size-limited tmpfs).
+	DirBytes uint64
 	// TempDir is where the runner makes each call's private directory
 	// ("" = os.TempDir()): with the uid layer, every call's uid must be
 	// able to reach it.
@@ -102,6 +105,7 @@ type Flags struct {
 // Defaults are a service's flag defaults.
 type Defaults struct {
 	MemoryMax    uint64
+	DirBytes     uint64
 	AddressSpace uint64
 	ReadOnly     []string
 	AnyConnect   bool
@@ -133,6 +137,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
 	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
+	fs.Uint64Var(&f.DirBytes, "sandbox-max-dir-size", d.DirBytes, "Bytes of all files in a call's private directory (its HOME and TMPDIR) together, with the userns layer: a tmpfs of this size in the call's mount namespace, its pages counted in the call's memory (cgroup layer); 0 = not bounded (RLIMIT_FSIZE still bounds each file).")
 	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.FileSize, "sandbox-max-file-size", f.Limits.FileSize, "RLIMIT_FSIZE: the largest file a function writes, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.OpenFiles, "sandbox-max-open-files", f.Limits.OpenFiles, "RLIMIT_NOFILE of each function process; 0 = not set.")
@@ -181,6 +186,7 @@ type Sandbox struct {
 	layers    []Layer
 	limits    spec.Limits
 	memory    uint64 // cgroup
+	dirBytes  uint64 // userns
 	pids      uint64 // cgroup
 	readOnly  []string
 	readWrite []string
@@ -250,7 +256,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
 	} else {
@@ -380,6 +386,9 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 	sp.ConnectPorts = s.ports
 	sp.AnyConnect = s.anyPort
 	sp.Namespaces = slices.Contains(s.layers, UserNS)
+	if sp.Namespaces {
+		sp.DirBytes = s.dirBytes
+	}
 	if slices.Contains(s.layers, Cgroup) {
 		sp.Cgroup, sp.MemoryMax, sp.PidsMax = true, s.memory, s.pids
 	}

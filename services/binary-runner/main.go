@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"golang.org/x/sync/errgroup"
@@ -73,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return err
 	})
 	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor and × %d on the binary executor (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight))
-	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
+	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -131,6 +132,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if ports := o.starlark.Ports(); len(ports) > 0 {
 			scriptExec.Sandbox = sb.AllowingConnect(ports...)
 		}
+	}
+	if len(o.starlark.AllowedHosts) > 0 && !slices.Contains(sb.Layers(), sandbox.Landlock) {
+		// Only Landlock filters by port; the starlark binary still
+		// dials only the allowed hosts.
+		log.Warn("--starlark-allowed-hosts without the landlock sandbox layer: starlark processes keep the runner's network, every port", "allowed_hosts", o.starlark.AllowedHosts)
 	}
 	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,

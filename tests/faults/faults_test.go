@@ -393,7 +393,8 @@ func starlarkInput(script string) string {
 }
 
 // Hostile starlark scripts through the default route for starlark (the go
-// executor's entry): unbounded recursion fails the call and only the call,
+// executor's entry): unbounded recursion fails the call (the call-depth
+// limit) and only the call,
 // a script that never ends is stopped at the caller's deadline, and each is
 // followed by ordinary calls that succeed on a binary-runner that never
 // stopped serving.
@@ -405,9 +406,7 @@ func TestHostileStarlark(t *testing.T) {
 	for _, tc := range []struct {
 		name, script string
 		want         codes.Code
-		// deadline: the recursion takes seconds to reach Go's 1 GB stack
-		// limit in the function's process.
-		deadline time.Duration
+		deadline     time.Duration
 	}{
 		{"unbounded recursion", "def f(n):\n  return f(n + 1)\nf(0)", codes.Internal, time.Minute},
 		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 3 * time.Second},

@@ -51,7 +51,14 @@ func main() {
 		case spec.Probe:
 			fmt.Print(probe().String())
 			return
-		case spec.Probe + "-noop": // the probe's child in new namespaces
+		case spec.Probe + "-noop": // the probe's traced child
+			return
+		case spec.Probe + "-mounts": // the probe's child in new namespaces
+			// /proc doubles as the tmpfs's mount point.
+			if err := callMounts("/proc", 1<<20); err != nil {
+				fmt.Fprintf(os.Stderr, "fnsandbox -probe: %v\n", err)
+				os.Exit(1)
+			}
 			return
 		}
 	}
@@ -112,6 +119,11 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return 0, fmt.Errorf("child subreaper: %w", err)
 	}
+	if s.Inside {
+		if err := callMounts(s.PrivateDir, s.DirBytes); err != nil {
+			return 0, err
+		}
+	}
 	if s.UID >= 0 {
 		if err := giveToCall(s); err != nil {
 			return 0, err
@@ -168,6 +180,32 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 		return unix.WaitStatus(unix.SIGKILL), nil // stopped: it was killed
 	}
 	return r.status, nil
+}
+
+// callMounts gives the call, in its own mount namespace, a /proc of its own
+// pid namespace (so it sees its own processes only) and, when dirBytes is
+// set, a tmpfs of that size on its private directory, which becomes the
+// working directory again. Mounts made here never reach the runner's
+// namespace: the call's are private, and gone with the namespace.
+func callMounts(dir string, dirBytes uint64) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the call's mounts private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting the call's /proc: %w", err)
+	}
+	if dir == "" || dirBytes == 0 {
+		return nil
+	}
+	opts := "size=" + strconv.FormatUint(dirBytes, 10) + ",mode=0700"
+	if err := unix.Mount("fnrunner-call", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mounting a tmpfs of %d bytes on %s: %w", dirBytes, dir, err)
+	}
+	// The working directory was the directory below the new mount.
+	if err := unix.Chdir(dir); err != nil {
+		return fmt.Errorf("entering %s: %w", dir, err)
+	}
+	return nil
 }
 
 // giveToCall hands the call's uid its private directory and the pipes of
@@ -355,6 +393,7 @@ func namespaces(s spec.Spec, sys *syscall.SysProcAttr, path string) (string, []s
 	}
 	inner := s
 	inner.Namespaces, inner.UID, inner.GID, inner.Path = false, -1, -1, path
+	inner.Inside = true
 	inner.Cgroup = false // the call's cgroup holds this helper, and so the one inside
 	// The helper inside may not reach the binary by its path (it is the
 	// call's uid): its Landlock rule names the descriptor instead.

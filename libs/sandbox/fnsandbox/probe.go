@@ -111,13 +111,24 @@ func usernsFinding() (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	pid, err := syscall.ForkExec(exe, []string{exe, spec.Probe + "-noop"}, &syscall.ProcAttr{
-		Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET},
+	// As a run does: uid 0 inside is this uid, and the helper there mounts
+	// the call's /proc (which a container runtime's masked /proc forbids).
+	pid, err := syscall.ForkExec(exe, []string{exe, spec.Probe + "-mounts"}, &syscall.ProcAttr{
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWNET,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
+		},
 	})
 	if err != nil {
 		return false, "unshare user, pid, mount and network namespaces: " + err.Error()
 	}
 	var ws unix.WaitStatus
 	_, _ = unix.Wait4(pid, &ws, 0, nil)
-	return true, "user, pid, mount, IPC, UTS and network namespaces"
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return false, "namespaces, but not the call's own /proc in them (a masked /proc?): see the helper's stderr"
+	}
+	return true, "user, pid, mount, IPC, UTS and network namespaces; a /proc of its own; a size-limited tmpfs as private directory"
 }

@@ -60,6 +60,14 @@ type Spec struct {
 	// namespaces, and a network namespace of its own (no interface up)
 	// unless it may connect somewhere (AnyConnect or ConnectPorts).
 	Namespaces bool
+	// Inside is set for the helper that runs as PID 1 of the call's
+	// namespaces: it mounts the call's own /proc (its pid namespace's) and,
+	// with DirBytes, a tmpfs of that size on PrivateDir, before it starts
+	// the function.
+	Inside bool
+	// DirBytes bounds the bytes of all files in PrivateDir together (a
+	// size-limited tmpfs, in the call's mount namespace); 0: not bounded.
+	DirBytes uint64
 	// Path is the function's executable (an absolute path), when Argv[0]
 	// is not.
 	Path string
@@ -108,6 +116,12 @@ func (s Spec) Args() []string {
 	if s.Namespaces {
 		a = append(a, "-namespaces")
 	}
+	if s.Inside {
+		a = append(a, "-inside")
+	}
+	if s.DirBytes > 0 {
+		a = append(a, "-dir-bytes="+strconv.FormatUint(s.DirBytes, 10))
+	}
 	if s.Cgroup {
 		a = append(a, "-cgroup", "-memory-max="+strconv.FormatUint(s.MemoryMax, 10), "-pids-max="+strconv.FormatUint(s.PidsMax, 10))
 	}
@@ -143,6 +157,8 @@ func Parse(args []string) (Spec, error) {
 	fs.StringVar(&s.PrivateDir, "dir", "", "")
 	fs.StringVar(&s.Path, "path", "", "")
 	fs.BoolVar(&s.Namespaces, "namespaces", false, "")
+	fs.BoolVar(&s.Inside, "inside", false, "")
+	fs.Uint64Var(&s.DirBytes, "dir-bytes", 0, "")
 	fs.BoolVar(&s.Cgroup, "cgroup", false, "")
 	fs.Uint64Var(&s.MemoryMax, "memory-max", 0, "")
 	fs.Uint64Var(&s.PidsMax, "pids-max", 0, "")

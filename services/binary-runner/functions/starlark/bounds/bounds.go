@@ -5,12 +5,15 @@
 package bounds
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/idna"
 )
 
 // Defaults for the binary's flags, and the binary-runner's.
@@ -108,7 +111,10 @@ func (b Bounds) Permits(address string) bool {
 	if err != nil {
 		return false
 	}
-	host = canonical(host)
+	host, err = canonical(host)
+	if err != nil {
+		return false
+	}
 	for _, h := range b.AllowedHosts {
 		name, ports, err := split(h)
 		if err == nil && name == host && slices.Contains(ports, uint16(port)) {
@@ -118,21 +124,43 @@ func (b Bounds) Permits(address string) bool {
 	return false
 }
 
-// split reads one allowed-hosts entry.
+// split reads one allowed-hosts entry: "name", "name:port", an IP address,
+// "[v6]" or "[v6]:port".
 func split(entry string) (string, []uint16, error) {
-	if host, port, err := net.SplitHostPort(entry); err == nil {
+	bad := fmt.Errorf("allowed host %q: want name, name:port, [IPv6] or [IPv6]:port", entry)
+	host, ports := entry, []uint16{80, 443}
+	if h, port, err := net.SplitHostPort(entry); err == nil {
 		p, err := strconv.ParseUint(port, 10, 16)
-		if err != nil || p == 0 || host == "" {
-			return "", nil, fmt.Errorf("allowed host %q: want name or name:port", entry)
+		if err != nil || p == 0 {
+			return "", nil, bad
 		}
-		return canonical(host), []uint16{uint16(p)}, nil
+		host, ports = h, []uint16{uint16(p)}
+	} else if h, ok := strings.CutPrefix(entry, "["); ok && strings.HasSuffix(h, "]") {
+		host = strings.TrimSuffix(h, "]")
+		if net.ParseIP(host) == nil {
+			return "", nil, bad
+		}
 	}
-	if strings.ContainsAny(entry, ":/@ ") {
-		return "", nil, fmt.Errorf("allowed host %q: want name or name:port", entry)
+	name, err := canonical(host)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %w", bad, err)
 	}
-	return canonical(entry), []uint16{80, 443}, nil
+	return name, ports, nil
 }
 
-func canonical(host string) string {
-	return strings.TrimSuffix(strings.ToLower(host), ".")
+// canonical is how a host is compared: an IP address in its usual form, a
+// name in lower case ASCII (IDNA, as the http client dials it) without a
+// trailing dot.
+func canonical(host string) (string, error) {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String(), nil
+	}
+	name, err := idna.Lookup.ToASCII(strings.TrimSuffix(host, "."))
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		return "", errors.New("empty name")
+	}
+	return name, nil
 }

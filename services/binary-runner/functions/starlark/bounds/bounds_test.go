@@ -22,7 +22,7 @@ func TestArgsRoundTrip(t *testing.T) {
 }
 
 func TestPermits(t *testing.T) {
-	b := bounds.Bounds{AllowedHosts: []string{"Example.com", "10.0.0.1:8080"}}
+	b := bounds.Bounds{AllowedHosts: []string{"Example.com", "10.0.0.1:8080", "bücher.example:8443", "[::1]"}}
 	for address, want := range map[string]bool{
 		"example.com:443":      true,
 		"EXAMPLE.COM.:80":      true,
@@ -38,7 +38,7 @@ func TestPermits(t *testing.T) {
 }
 
 func TestParseHostsRejectsURLs(t *testing.T) {
-	for _, v := range []string{"http://example.com", "example.com:0", "user@example.com", "example.com:x", ":80"} {
+	for _, v := range []string{"http://example.com", "example.com:0", "user@example.com", "example.com:x", ":80", "*.example.com", "a\tb", "x%y", "[example.com]"} {
 		_, err := bounds.ParseHosts(v)
 		assert.Error(t, err, v)
 	}

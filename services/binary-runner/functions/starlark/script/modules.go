@@ -57,6 +57,9 @@ func (m modules) load(_ *starlark.Thread, module string) (starlark.StringDict, e
 	case time.ModuleName:
 		return starlark.StringDict{"time": time.Module}, nil
 	case xlsx.ModuleName:
+		// Its get_url uses http.Get, which is http.DefaultClient: this
+		// process's default client is the bounded one too.
+		http.DefaultClient = m.http
 		return xlsx.LoadModule()
 	case zipfile.ModuleName:
 		return zipfile.LoadModule()

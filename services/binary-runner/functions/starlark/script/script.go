@@ -78,6 +78,11 @@ func run(b bounds.Bounds, rl *fn.ResourceList) error {
 	if err := execute(b, sr.Name, sr.Source, value); err != nil {
 		return err
 	}
+	// The script may have left a value that holds itself, or nests deeper
+	// than the conversion's recursion can go (a fatal stack overflow).
+	if err := checkShape(value); err != nil {
+		return err
+	}
 	out, err := util.Unmarshal(value)
 	if err != nil {
 		return err
@@ -103,6 +108,80 @@ func run(b bounds.Bounds, rl *fn.ResourceList) error {
 		items = append(items, o)
 	}
 	rl.Items = items
+	return nil
+}
+
+// The ResourceList a script leaves is bounded before it is converted:
+// maxNesting levels (far beyond any Kubernetes object, well within the Go
+// stack that the conversion's recursion uses) and maxValues values in all
+// (a list that holds another many times over expands on conversion).
+const (
+	maxNesting = 1000
+	maxValues  = 10_000_000
+)
+
+// errShape is a ResourceList too deep, too large once expanded, or holding
+// itself.
+var errShape = errors.New("the script's ResourceList holds itself, nests deeper than 1000 levels or expands to more than 10 million values")
+
+// checkShape walks v as util.Unmarshal will, failing with errShape before
+// that could overflow the stack or never end.
+func checkShape(v starlark.Value) error {
+	w := shapeWalk{onPath: map[starlark.Value]bool{}, budget: maxValues}
+	return w.walk(v, maxNesting)
+}
+
+type shapeWalk struct {
+	onPath map[starlark.Value]bool
+	budget int
+}
+
+func (w *shapeWalk) walk(v starlark.Value, depth int) error {
+	w.budget--
+	if depth == 0 || w.budget < 0 {
+		return errShape
+	}
+	var children []starlark.Value
+	switch x := v.(type) {
+	case *starlark.Dict:
+		for _, kv := range x.Items() {
+			children = append(children, kv[0], kv[1])
+		}
+	case *starlark.List:
+		for i := 0; i < x.Len(); i++ {
+			children = append(children, x.Index(i))
+		}
+	case starlark.Tuple:
+		children = x
+	case *starlark.Set:
+		iter := x.Iterate()
+		var e starlark.Value
+		for iter.Next(&e) {
+			children = append(children, e)
+		}
+		iter.Done()
+	case *starlarkstruct.Struct:
+		for _, name := range x.AttrNames() {
+			if a, err := x.Attr(name); err == nil {
+				children = append(children, a)
+			}
+		}
+	default:
+		return nil
+	}
+	switch v.(type) {
+	case *starlark.Dict, *starlark.List, *starlark.Set:
+		if w.onPath[v] {
+			return errShape
+		}
+		w.onPath[v] = true
+		defer delete(w.onPath, v)
+	}
+	for _, c := range children {
+		if err := w.walk(c, depth-1); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

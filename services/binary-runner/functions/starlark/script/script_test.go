@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
@@ -91,6 +92,8 @@ func TestHostileScriptsFail(t *testing.T) {
 		{"unbounded recursion", "def f(n):\n  return f(n + 1)\nf(0)", "call stack deeper than 10000", defaults()},
 		{"infinite loop", "while True:\n  pass", "too many steps: the script took more than 200000", bounds.Bounds{MaxSteps: 200_000, MaxDepth: 100}},
 		{"fail()", `fail("no")`, "no", defaults()},
+		{"a ResourceList that holds itself", "l = []\nl.append(l)\nl.append(l)\nctx.resource_list['items'][0]['data'] = {'x': l}", "holds itself", defaults()},
+		{"a ResourceList nested too deep", "v = 'x'\nfor i in range(5000):\n  v = [v]\nctx.resource_list['items'][0]['data'] = {'x': v}", "nests deeper", defaults()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, failure := run(t, tc.bounds, tc.source)
@@ -120,7 +123,9 @@ func TestHTTPReachesOnlyAllowedHosts(t *testing.T) {
 		fmt.Fprint(w, "hello from allowed")
 	}))
 	defer allowed.Close()
+	var reached atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reached.Add(1)
 		fmt.Fprint(w, "secret from other")
 	}))
 	defer other.Close()
@@ -152,10 +157,15 @@ for r in ctx.resource_list["items"]:
 		{"another port of the allowed host", withHosts("127.0.0.1:" + allowedPort), other.URL, "", "host not allowed"},
 		{"a name for the allowed address", withHosts("127.0.0.1:" + allowedPort), "http://localhost:" + allowedPort, "", "host not allowed"},
 		{"a redirect elsewhere", withHosts("127.0.0.1:" + allowedPort), allowed.URL + "/redirect?to=" + other.URL, "", "host not allowed"},
+		{"xlsx.get_url, which uses http.Get", withHosts("127.0.0.1:" + allowedPort), "", "", "host not allowed"},
 		{"metadata endpoint", withHosts("127.0.0.1:" + allowedPort), "http://169.254.169.254/latest/meta-data/", "", "host not allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, failure := run(t, tc.bounds, get(tc.url))
+			source := get(tc.url)
+			if tc.url == "" {
+				source = "load('xlsx.star', 'xlsx')\nxlsx.get_url('" + other.URL + "')"
+			}
+			out, failure := run(t, tc.bounds, source)
 			if tc.failure != "" {
 				assert.Contains(t, failure, tc.failure)
 				assert.NotContains(t, out, "secret from other")
@@ -165,4 +175,5 @@ for r in ctx.resource_list["items"]:
 			assert.Contains(t, out, tc.want)
 		})
 	}
+	assert.Zero(t, reached.Load(), "a script reached a host not allowed")
 }

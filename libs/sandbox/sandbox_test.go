@@ -46,7 +46,7 @@ func discard() *slog.Logger {
 // open is a sandbox with mode's layers and the binary-runner's paths.
 func open(t *testing.T, mode string, limits spec.Limits) *sandbox.Sandbox {
 	t.Helper()
-	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t)}
+	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t), DirBytes: 8 << 20}
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
 	return sb
@@ -133,7 +133,15 @@ func TestHostileCasesByLayer(t *testing.T) {
 			name:   "setsid escapee outlives the call",
 			script: `d=300.$$$RANDOM; setsid bash -c "touch $TMPDIR/up; exec sleep $d" </dev/null >/dev/null 2>&1 & until [ -e "$TMPDIR/up" ]; do :; done; echo $d`,
 			stopped: func(t *testing.T, output string, err error) bool {
-				pids := sleeping(t, output)
+				// The escapee may not have become sleep yet (it
+				// touches "up" before its exec): look for a while.
+				var pids []int
+				for i := 0; i < 25 && len(pids) == 0; i++ {
+					if i > 0 {
+						time.Sleep(20 * time.Millisecond)
+					}
+					pids = sleeping(t, output)
+				}
 				for _, pid := range pids {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
@@ -169,6 +177,23 @@ func TestHostileCasesByLayer(t *testing.T) {
 			script:    `echo x > ` + filepath.Dir(secret) + `/planted && echo wrote`,
 			stopped:   func(t *testing.T, output string, err error) bool { return output != "wrote" },
 			stoppedBy: []string{"base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
+		},
+		{
+			// Landlock does not cover stat, and /proc/<pid> is there
+			// for every uid: only a /proc of the call's own pid
+			// namespace hides the runner.
+			name:      "sees the runner's process",
+			script:    `test -d /proc/` + strconv.Itoa(os.Getpid()) + ` && echo seen`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "seen" },
+			stoppedBy: []string{"base,userns", "base,landlock,uid,userns"},
+		},
+		{
+			// 20 files of 1 MiB, each under RLIMIT_FSIZE: only a
+			// size-limited tmpfs (8 MiB here) bounds them together.
+			name:      "fills its temp dir",
+			script:    `for i in $(seq 20); do head -c 1048576 /dev/zero > $TMPDIR/f$i || exit 0; done; echo filled`,
+			stopped:   func(t *testing.T, output string, err error) bool { return output != "filled" },
+			stoppedBy: []string{"base,userns", "base,landlock,uid,userns"},
 		},
 		{
 			name:      "runs as root",

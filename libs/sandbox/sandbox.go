@@ -96,6 +96,8 @@ type Flags struct {
 	// DirBytes bounds the files in a call's private directory together
 	// (userns: a size-limited tmpfs).
 	DirBytes uint64
+	// CPUMillis bounds a call's CPU time, in thousandths of a CPU (cgroup).
+	CPUMillis uint64
 	// TempDir is where the runner makes each call's private directory
 	// ("" = os.TempDir()): with the uid layer, every call's uid must be
 	// able to reach it.
@@ -106,6 +108,7 @@ type Flags struct {
 type Defaults struct {
 	MemoryMax    uint64
 	DirBytes     uint64
+	CPUMillis    uint64
 	AddressSpace uint64
 	ReadOnly     []string
 	AnyConnect   bool
@@ -137,6 +140,18 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
 	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
+	f.CPUMillis = d.CPUMillis
+	fs.Func("sandbox-max-cpus", fmt.Sprintf("CPUs all of a call's processes together may use, e.g. 1 or 0.5 (cgroup layer, where the cpu controller is there; the probe's log line says); 0 = not bounded (default %s).", strconv.FormatFloat(float64(d.CPUMillis)/1000, 'f', -1, 64)), func(v string) error {
+		cpus, err := strconv.ParseFloat(v, 64)
+		if err != nil || cpus < 0 || cpus > 1024 {
+			return fmt.Errorf("want a number of CPUs, e.g. 1 or 0.5, not %q", v)
+		}
+		f.CPUMillis = uint64(cpus * 1000)
+		if cpus > 0 && f.CPUMillis < 10 {
+			return fmt.Errorf("%q: at least 0.01 CPU", v)
+		}
+		return nil
+	})
 	fs.Uint64Var(&f.DirBytes, "sandbox-max-dir-size", d.DirBytes, "Bytes of all files in a call's private directory (its HOME and TMPDIR) together, with the userns layer: a tmpfs of this size in the call's mount namespace, its pages counted in the call's memory (cgroup layer); 0 = not bounded (RLIMIT_FSIZE still bounds each file).")
 	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.FileSize, "sandbox-max-file-size", f.Limits.FileSize, "RLIMIT_FSIZE: the largest file a function writes, in bytes; 0 = not set.")
@@ -186,6 +201,7 @@ type Sandbox struct {
 	layers    []Layer
 	limits    spec.Limits
 	memory    uint64 // cgroup
+	cpuMillis uint64 // cgroup
 	dirBytes  uint64 // userns
 	pids      uint64 // cgroup
 	readOnly  []string
@@ -256,7 +272,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
 	} else {
@@ -390,7 +406,7 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 		sp.DirBytes = s.dirBytes
 	}
 	if slices.Contains(s.layers, Cgroup) {
-		sp.Cgroup, sp.MemoryMax, sp.PidsMax = true, s.memory, s.pids
+		sp.Cgroup, sp.MemoryMax, sp.PidsMax, sp.CPUMillis = true, s.memory, s.pids, s.cpuMillis
 	}
 	release := func() {}
 	if s.uids != nil {

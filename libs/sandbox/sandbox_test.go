@@ -275,7 +275,7 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("making cgroups needs root")
 	}
-	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, FirstUID: 3100000}
+	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, CPUMillis: 500, FirstUID: 3100000}
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
 	before := callCgroups(t)
@@ -290,6 +290,14 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 		res, err := run(t, sb, 3*time.Second, `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 60`)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		_ = res
+	})
+	t.Run("CPU: half a CPU for all its processes", func(t *testing.T) {
+		// The quota the kernel enforces, read by the call from its own
+		// cgroup (v1's cpu hierarchy, or v2's cpu.max).
+		res, err := run(t, sb, 10*time.Second, `g=$(sed -n 's/^[0-9]*:\(cpu,cpuacct\|cpu\|\):\(.*\)/\2/p' /proc/self/cgroup | head -1)
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then cat /sys/fs/cgroup$g/cpu.max; else cat /sys/fs/cgroup/cpu$g/cpu.cfs_quota_us /sys/fs/cgroup/cpu$g/cpu.cfs_period_us | tr '\n' ' '; fi`)
+		require.NoError(t, err)
+		assert.Equal(t, "50000 100000", strings.TrimSpace(out(res)))
 	})
 	t.Run("a next call runs", func(t *testing.T) {
 		res, err := run(t, sb, 10*time.Second, `cat`)

@@ -22,10 +22,13 @@ type callCgroup struct {
 	v2      bool
 	dirs    []string
 	origins []string // the helper's own cgroups, to go back to
+	// cpu: the cpu controller is there (v1's cpu hierarchy, or enabled
+	// for v2's children), so CPU time can be bounded.
+	cpu bool
 }
 
 // cgroupBases are the helper's own cgroup directories: v2's unified one, or
-// v1's memory and pids ones.
+// v1's memory and pids ones, and its cpu one when there is that hierarchy.
 func cgroupBases() (v2 bool, bases []string, err error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
@@ -57,13 +60,36 @@ func cgroupBases() (v2 bool, bases []string, err error) {
 		}
 		bases = append(bases, filepath.Join("/sys/fs/cgroup", c, p))
 	}
+	if p, ok := v1["cpu"]; ok {
+		if dir := filepath.Join("/sys/fs/cgroup", "cpu", p); writable(dir) {
+			bases = append(bases, dir)
+		}
+	}
 	return false, bases, nil
 }
 
-// newCallCgroup makes the call's cgroup with its memory and process limits
-// (0: none) and moves the helper into it, so that everything it starts is
-// in it too.
-func newCallCgroup(name string, memoryMax, pidsMax uint64) (*callCgroup, error) {
+// writable says whether a cgroup can be made in dir (as root in a container
+// whose v1 hierarchies are mounted read-only, it cannot).
+func writable(dir string) bool {
+	return unix.Access(dir, unix.W_OK) == nil
+}
+
+// cgroupLimits are a call's cgroup limits; 0 leaves one unset.
+type cgroupLimits struct {
+	memory, pids uint64
+	// cpuMillis is the CPU time per wall-clock second, in thousandths of
+	// a CPU (1000: one CPU).
+	cpuMillis uint64
+}
+
+// cpuPeriod is the CFS period the call's CPU quota is given over, in µs.
+const cpuPeriod = 100_000
+
+// newCallCgroup makes the call's cgroup with its limits and moves the helper
+// into it, so that everything it starts is in it too. The CPU limit needs
+// the cpu controller; without it the call runs unbounded in CPU (the probe
+// says so).
+func newCallCgroup(name string, l cgroupLimits) (*callCgroup, error) {
 	v2, bases, err := cgroupBases()
 	if err != nil {
 		return nil, err
@@ -80,6 +106,10 @@ func newCallCgroup(name string, memoryMax, pidsMax uint64) (*callCgroup, error) 
 			if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
 				return nil, fmt.Errorf("cgroup: enabling memory and pids: %w", err)
 			}
+			// cpu only where it was delegated to this cgroup.
+			c.cpu = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+cpu"), 0) == nil
+		} else if strings.HasPrefix(base+"/", "/sys/fs/cgroup/cpu/") {
+			c.cpu = true
 		}
 		dir := filepath.Join(parent, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -89,7 +119,7 @@ func newCallCgroup(name string, memoryMax, pidsMax uint64) (*callCgroup, error) 
 		c.dirs = append(c.dirs, dir)
 	}
 	for _, dir := range c.dirs {
-		if err := c.limit(dir, memoryMax, pidsMax); err != nil {
+		if err := c.limit(dir, l); err != nil {
 			c.remove()
 			return nil, err
 		}
@@ -102,26 +132,46 @@ func newCallCgroup(name string, memoryMax, pidsMax uint64) (*callCgroup, error) 
 }
 
 // limit writes the limits that dir's controller (v1) or dir (v2) takes.
-func (c *callCgroup) limit(dir string, memoryMax, pidsMax uint64) error {
-	write := func(file string, v uint64) error {
-		if v == 0 {
-			return nil
-		}
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatUint(v, 10)), 0); err != nil {
+func (c *callCgroup) limit(dir string, l cgroupLimits) error {
+	write := func(file string, v string) error {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
 			return fmt.Errorf("cgroup: %s: %w", file, err)
 		}
 		return nil
 	}
-	if c.v2 {
-		if err := write("memory.max", memoryMax); err != nil {
+	var files [][2]string
+	add := func(file string, v uint64) {
+		if v > 0 {
+			files = append(files, [2]string{file, strconv.FormatUint(v, 10)})
+		}
+	}
+	quota := l.cpuMillis * cpuPeriod / 1000
+	switch {
+	case c.v2:
+		add("memory.max", l.memory)
+		add("pids.max", l.pids)
+		if quota > 0 && c.cpu {
+			files = append(files, [2]string{"cpu.max", fmt.Sprintf("%d %d", quota, cpuPeriod)})
+		}
+	case exists(filepath.Join(dir, "memory.limit_in_bytes")):
+		add("memory.limit_in_bytes", l.memory)
+	case exists(filepath.Join(dir, "pids.max")):
+		add("pids.max", l.pids)
+	case exists(filepath.Join(dir, "cpu.cfs_quota_us")):
+		add("cpu.cfs_period_us", cpuPeriod)
+		add("cpu.cfs_quota_us", quota)
+	}
+	for _, f := range files {
+		if err := write(f[0], f[1]); err != nil {
 			return err
 		}
-		return write("pids.max", pidsMax)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err == nil {
-		return write("memory.limit_in_bytes", memoryMax)
-	}
-	return write("pids.max", pidsMax)
+	return nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // pids lists the processes in the call's cgroup, the helper aside.
@@ -130,7 +180,7 @@ func (c *callCgroup) pids() []int {
 	if len(c.dirs) == 0 {
 		return nil
 	}
-	data, _ := os.ReadFile(filepath.Join(c.dirs[len(c.dirs)-1], "cgroup.procs"))
+	data, _ := os.ReadFile(filepath.Join(c.dirs[0], "cgroup.procs"))
 	for _, f := range strings.Fields(string(data)) {
 		if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 			out = append(out, pid)
@@ -154,13 +204,20 @@ func (c *callCgroup) remove() {
 // cgroupFinding: the layer is there when a call's cgroup can be made and
 // joined here.
 func cgroupFinding() (bool, string) {
-	c, err := newCallCgroup("probe-"+strconv.Itoa(os.Getpid()), 0, 0)
+	c, err := newCallCgroup("probe-"+strconv.Itoa(os.Getpid()), cgroupLimits{})
 	if err != nil {
 		return false, err.Error()
 	}
 	kind := "v1 memory and pids"
-	if c.v2 {
-		kind = "v2"
+	switch {
+	case c.v2 && c.cpu:
+		kind = "v2 memory, pids and cpu"
+	case c.v2:
+		kind = "v2 memory and pids (no cpu controller: CPU time is not bounded)"
+	case c.cpu:
+		kind = "v1 memory, pids and cpu"
+	default:
+		kind = "v1 memory and pids (no cpu hierarchy: CPU time is not bounded)"
 	}
 	c.remove()
 	return true, kind + ", below " + filepath.Join(c.origins[0], callGroupsDir)

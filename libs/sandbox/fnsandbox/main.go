@@ -132,7 +132,7 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 	var group *callCgroup
 	if s.Cgroup {
 		var err error
-		if group, err = newCallCgroup("call-"+strconv.Itoa(os.Getpid()), s.MemoryMax, s.PidsMax); err != nil {
+		if group, err = newCallCgroup("call-"+strconv.Itoa(os.Getpid()), cgroupLimits{memory: s.MemoryMax, pids: s.PidsMax, cpuMillis: s.CPUMillis}); err != nil {
 			return 0, err
 		}
 		defer group.remove()

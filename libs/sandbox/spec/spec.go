@@ -56,6 +56,10 @@ type Spec struct {
 	// threads for all its processes together (0: no limit).
 	Cgroup             bool
 	MemoryMax, PidsMax uint64
+	// CPUMillis bounds the CPU time of all the call's processes together,
+	// in thousandths of a CPU per second (1000: one CPU), where the cpu
+	// controller is there; 0: not bounded.
+	CPUMillis uint64
 	// Namespaces starts the function in new user, pid, mount, IPC and UTS
 	// namespaces, and a network namespace of its own (no interface up)
 	// unless it may connect somewhere (AnyConnect or ConnectPorts).
@@ -123,7 +127,7 @@ func (s Spec) Args() []string {
 		a = append(a, "-dir-bytes="+strconv.FormatUint(s.DirBytes, 10))
 	}
 	if s.Cgroup {
-		a = append(a, "-cgroup", "-memory-max="+strconv.FormatUint(s.MemoryMax, 10), "-pids-max="+strconv.FormatUint(s.PidsMax, 10))
+		a = append(a, "-cgroup", "-memory-max="+strconv.FormatUint(s.MemoryMax, 10), "-pids-max="+strconv.FormatUint(s.PidsMax, 10), "-cpu-millis="+strconv.FormatUint(s.CPUMillis, 10))
 	}
 	if s.Path != "" {
 		a = append(a, "-path="+s.Path)
@@ -162,6 +166,7 @@ func Parse(args []string) (Spec, error) {
 	fs.BoolVar(&s.Cgroup, "cgroup", false, "")
 	fs.Uint64Var(&s.MemoryMax, "memory-max", 0, "")
 	fs.Uint64Var(&s.PidsMax, "pids-max", 0, "")
+	fs.Uint64Var(&s.CPUMillis, "cpu-millis", 0, "")
 	fs.IntVar(&s.UID, "uid", -1, "")
 	fs.IntVar(&s.GID, "gid", -1, "")
 	if err := fs.Parse(args); err != nil {

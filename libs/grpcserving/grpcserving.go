@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // LivenessService is the gRPC health service name for liveness probes: it is
@@ -43,6 +44,9 @@ type Config struct {
 	// MaxConcurrentStreams bounds the calls of one connection in flight
 	// (0: gRPC's default, unbounded).
 	MaxConcurrentStreams uint32
+	// MaxConnectionAge, when set, makes clients reconnect (GOAWAY) after
+	// it, their calls in flight given MaxCallDuration (or no limit) to end.
+	MaxConnectionAge time.Duration
 	// ServerOptions are added to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
 	// Gatherers are served on /metrics beside the service's own registry
@@ -75,6 +79,7 @@ func New(log *slog.Logger, cfg Config) *Server {
 	if cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams))
 	}
+	opts = append(opts, keepaliveOptions(cfg)...)
 	opts = append(opts, cfg.ServerOptions...)
 	s := &Server{
 		cfg:      cfg,
@@ -107,11 +112,38 @@ func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg
 	}
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
 	cfg.MaxCallDuration, cfg.MaxConcurrentStreams = f.MaxCallDuration, uint32(min(f.MaxConcurrentStreams, 1<<31))
+	cfg.MaxConnectionAge = f.MaxConnectionAge
 	lis, err := listen(host, port)
 	if err != nil {
 		return nil, nil, err
 	}
 	return lis, New(log, cfg), nil
+}
+
+// Keepalive, on every service: the server pings a client whose connection
+// has been quiet and drops it when the ping goes unanswered, and allows
+// clients to ping as often as every clientPingMin (fnrunner's own clients,
+// sendonce.DialOptions, ping every 10 s).
+const (
+	serverKeepaliveTime    = 30 * time.Second
+	serverKeepaliveTimeout = 10 * time.Second
+	clientPingMin          = 5 * time.Second
+)
+
+func keepaliveOptions(cfg Config) []grpc.ServerOption {
+	params := keepalive.ServerParameters{Time: serverKeepaliveTime, Timeout: serverKeepaliveTimeout}
+	if cfg.MaxConnectionAge > 0 {
+		params.MaxConnectionAge = cfg.MaxConnectionAge
+		// gRPC's default grace is infinite; calls end by their
+		// deadline, at most MaxCallDuration when the caller set none.
+		if cfg.MaxCallDuration > 0 {
+			params.MaxConnectionAgeGrace = cfg.MaxCallDuration
+		}
+	}
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(params),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: clientPingMin, PermitWithoutStream: true}),
+	}
 }
 
 // defaultDeadline gives a call that came without a deadline one of d.

@@ -8,14 +8,22 @@ package sendonce
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
@@ -23,13 +31,59 @@ import (
 // services: reconnect quickly after an executor restarts (gRPC's default
 // backoff grows to two minutes), and send each EvaluateFunction once
 // (Interceptor).
+//
+// An address that resolves to several (a headless Service through dns:///,
+// or a list, Target) is balanced round-robin, and a connection whose pings
+// go unanswered (a stopped or unreachable executor) is given up within
+// KeepaliveTime + KeepaliveTimeout, so calls go to the others.
 func DialOptions(connectWait time.Duration) []grpc.DialOption {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay, bo.MaxDelay = 50*time.Millisecond, time.Second
 	return []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithChainUnaryInterceptor(Interceptor(connectWait)),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 	}
+}
+
+// Client keepalive on executor connections: a ping after this long without
+// frames, and the connection given up when its answer takes longer than
+// KeepaliveTimeout. gRPC's servers must allow it (grpcserving does).
+const (
+	KeepaliveTime    = 10 * time.Second // gRPC's least
+	KeepaliveTimeout = 5 * time.Second
+)
+
+// staticScheme is the resolver scheme of an address list (Target).
+const staticScheme = "fnrunner-list"
+
+// Target is the gRPC target and dial options for an executor address:
+// "host:port", a target gRPC resolves itself ("dns:///name:port": every
+// address the name has, e.g. a headless Service's pods), or a
+// comma-separated list of host:port, each a backend of one balanced
+// connection.
+func Target(address string) (string, []grpc.DialOption, error) {
+	var addrs []resolver.Address
+	for _, a := range strings.Split(address, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, resolver.Address{Addr: a})
+		}
+	}
+	switch {
+	case len(addrs) == 0:
+		return "", nil, fmt.Errorf("executor address %q names no address", address)
+	case len(addrs) == 1:
+		return addrs[0].Addr, nil, nil
+	}
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a.Addr); err != nil {
+			return "", nil, fmt.Errorf("executor address list %q: %q is not host:port", address, a.Addr)
+		}
+	}
+	r := manual.NewBuilderWithScheme(staticScheme)
+	r.InitialState(resolver.State{Addresses: addrs})
+	return staticScheme + ":///" + address, []grpc.DialOption{grpc.WithResolvers(r)}, nil
 }
 
 // Interceptor is the client interceptor for EvaluateFunction calls to an
@@ -50,24 +104,41 @@ func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		if err := waitReady(ctx, cc, connectWait, failingFast(ctx)); err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
+		for attempt := 0; ; {
+			if err := waitReady(ctx, cc, connectWait, failingFast(ctx)); err != nil {
+				if ctx.Err() != nil {
+					return status.FromContextError(ctx.Err()).Err()
+				}
+				if errors.Is(err, errConnectFailed) {
+					return NotSent("executor service %s: %v; the call was not sent", cc.Target(), err)
+				}
+				return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 			}
-			if errors.Is(err, errConnectFailed) {
-				return NotSent("executor service %s: %v; the call was not sent", cc.Target(), err)
+			var header metadata.MD
+			err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true), grpc.Header(&header))...)
+			if ns := received(err); ns != nil {
+				// The executor service says it ran nothing (it had no table,
+				// or its pods did not accept the call).
+				return ns
 			}
-			return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
+			if status.Code(err) == codes.Unavailable && ctx.Err() == nil && len(header.Get(evalwire.ReceivedHeader)) == 0 {
+				// The connection broke before the executor took the call
+				// (it says so first, evalwire.ReceivedHeader): nothing
+				// ran. It is sent again, on a connection that works (to
+				// another backend, when the address has several).
+				if attempt++; attempt < maxAttempts {
+					continue
+				}
+				return NotSent("executor service %s: the connection broke %d times before the call arrived: %v; the call was not run", cc.Target(), attempt, status.Convert(err).Message())
+			}
+			return Broken(ctx, err, "executor service "+cc.Target())
 		}
-		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
-		if ns := received(err); ns != nil {
-			// The executor service says it ran nothing (it had no table,
-			// or its pods did not accept the call).
-			return ns
-		}
-		return Broken(ctx, err, "executor service "+cc.Target())
 	}
 }
+
+// maxAttempts bounds how often a call whose connection broke before it
+// arrived is sent again.
+const maxAttempts = 5
 
 // Broken explains an answer to a call that was sent: an Unavailable one, or
 // a Canceled one the caller did not cancel (its connection was closed under

@@ -14,21 +14,31 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalwire"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // countingEvaluator counts calls and blocks each until release is closed.
+// Unless silent, it first says it received the call, as every executor
+// service does (evalwire.ReceivedHeader).
 type countingEvaluator struct {
 	pb.UnimplementedFunctionEvaluatorServer
 	calls   atomic.Int32
 	started chan struct{}
 	release chan struct{}
+	silent  bool
 }
 
 func (c *countingEvaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
+	if !c.silent {
+		if err := grpc.SendHeader(ctx, metadata.Pairs(evalwire.ReceivedHeader, "1")); err != nil {
+			return nil, err
+		}
+	}
 	c.calls.Add(1)
 	c.started <- struct{}{}
 	select {
@@ -96,6 +106,29 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 	require.Equal(t, codes.Unavailable, status.Code(err), "call cut mid-flight = %v", err)
 	require.Contains(t, status.Convert(err).Message(), "not repeated", "call cut mid-flight")
 	assert.Equal(t, int32(1), ev.calls.Load()+ev2.calls.Load(), "times the function was asked to run")
+}
+
+// A call whose connection breaks before the executor said it received it
+// (here: an executor that never says so) is sent again once a connection
+// works, and answered.
+func TestSendsAgainACallThatNeverArrived(t *testing.T) {
+	addr, err := localstack.FreeAddress()
+	require.NoError(t, err)
+	client := dialExecutor(t, addr, time.Minute)
+	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{}), silent: true}
+	srv := serveOn(t, addr, ev)
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "x"})
+		done <- err
+	}()
+	<-ev.started
+	srv.Stop()
+	ev2 := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
+	close(ev2.release)
+	serveOn(t, addr, ev2)
+	require.NoError(t, <-done, "call whose connection broke before it arrived")
+	assert.Equal(t, int32(1), ev2.calls.Load(), "the executor that came back got the call")
 }
 
 // With nothing listening, a call fails with Unavailable after the connect wait.

@@ -50,7 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
 	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
-	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runner (go and binary executors).")
+	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runners (go and binary executors), calls balanced round-robin across them: host:port, dns:///name:port (every address of the name: use a headless Service so each replica gets calls), or a comma-separated list of host:port.")
 	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
@@ -110,7 +110,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	executorDial := append([]grpc.DialOption{dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
 		sendonce.DialOptions(o.connectWait)...)
-	runnerConn, err := grpc.NewClient(o.binaryRunnerAddress, executorDial...)
+	target, targetDial, err := sendonce.Target(o.binaryRunnerAddress)
+	if err != nil {
+		return grpcserving.FlagError(fmt.Errorf("--binary-runner-address: %w", err))
+	}
+	runnerConn, err := grpc.NewClient(target, append(targetDial, executorDial...)...)
 	if err != nil {
 		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
 	}

@@ -15,12 +15,15 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
@@ -433,4 +436,73 @@ func TestHostileStarlark(t *testing.T) {
 				"a starlark process outlived its call")
 		})
 	}
+}
+
+// Two binary-runners behind one gateway (--binary-runner-address lists both,
+// as dns:/// gives a headless Service's pods): both get calls. One is then
+// stopped (SIGSTOP: its connections stay open and nothing answers): new calls
+// still succeed, on the other, within their deadline, and no call runs twice.
+func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
+	// Where every call's uid (the sandbox's uid layer) may record its run.
+	ledgerDir, err := os.MkdirTemp("/tmp", "runners-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(ledgerDir) })
+	require.NoError(t, os.Chmod(ledgerDir, 0o777))
+	runs := filepath.Join(ledgerDir, "runs")
+	for _, f := range []string{runs + "-both", runs + "-one-stopped"} {
+		require.NoError(t, os.WriteFile(f, nil, 0o666))
+		require.NoError(t, os.Chmod(f, 0o666))
+	}
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var addrs, metrics []string
+	for i := range 2 {
+		m, err := localstack.FreeAddress()
+		require.NoError(t, err)
+		name := fmt.Sprintf("binary-runner-%d", i+1)
+		a, err := s.StartBinaryRunner(name, "--metrics-address="+m, "--sandbox-read-write-paths="+ledgerDir, fmt.Sprintf("--sandbox-first-uid=%d", 3300000+i*10000))
+		require.NoError(t, err)
+		require.NoError(t, s.WaitHealthy(ctx, name))
+		addrs, metrics = append(addrs, a), append(metrics, m)
+	}
+	gateway, err := s.StartGateway("gateway-2", nil, "--binary-runner-address="+strings.Join(addrs, ","))
+	require.NoError(t, err)
+	require.NoError(t, s.WaitHealthy(ctx, "gateway-2"))
+	conn, err := grpc.NewClient(gateway, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pb.NewFunctionEvaluatorClient(conn)
+	handled := func(i int) float64 {
+		return metric(metrics[i], `fnrunner_grpc_server_handled_total{code="OK",method="/evaluator.FunctionEvaluator/EvaluateFunction"}`)
+	}
+	// Each run of calls records its executions in a file of its own.
+	record := func(runs string) ledger.Call {
+		return func(ctx context.Context, i int) error {
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1",
+				ResourceList: []byte(recordInput(runs, i))})
+			return err
+		}
+	}
+
+	r := ledger.Run(ctx, ledger.Options{Calls: 20, Concurrency: 2, Deadline: 30 * time.Second}, record(runs+"-both"))
+	ledger.Check(t, "two binary-runners", r)
+	ledger.CheckExecutions(t, "two binary-runners", r, runs+"-both")
+	first := []float64{handled(0), handled(1)}
+	t.Logf("calls handled by each binary-runner: %v", first)
+	assert.Positive(t, first[0], "binary-runner-1 got no call")
+	assert.Positive(t, first[1], "binary-runner-2 got no call")
+
+	stopped, err := s.Pid("binary-runner-1")
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(stopped, syscall.SIGSTOP))
+	defer syscall.Kill(stopped, syscall.SIGCONT)
+	// A call that goes to the stopped runner waits for its connection to
+	// be given up (keepalive: about 15 s) and is then sent to the other.
+	r = ledger.Run(ctx, ledger.Options{Calls: 6, Concurrency: 2, Deadline: 45 * time.Second}, record(runs+"-one-stopped"))
+	ledger.Check(t, "one binary-runner stopped", r)
+	assert.Equal(t, 6, r.OK, "calls OK with one binary-runner stopped")
+	assert.Equal(t, first[1]+6, handled(1), "the calls went to binary-runner-2")
+	ledger.CheckExecutions(t, "one binary-runner stopped", r, runs+"-one-stopped")
+	require.NoError(t, syscall.Kill(stopped, syscall.SIGCONT))
 }

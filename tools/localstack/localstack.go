@@ -234,6 +234,19 @@ func (s *Stack) StartPodManager(name string, args ...string) (string, error) {
 		s.common("--port="+portOf(address), "--config-address="+s.ConfigAddress), args)
 }
 
+// StartBinaryRunner starts another binary-runner named name on a free port,
+// reading the config-reconciler and the stack's functions directory, with
+// args added, and returns its address. It does not wait for it to be ready
+// (see WaitHealthy).
+func (s *Stack) StartBinaryRunner(name string, args ...string) (string, error) {
+	address, err := FreeAddress()
+	if err != nil {
+		return "", err
+	}
+	return address, s.start(name, s.cfg.Binaries.BinaryRunner, address,
+		s.common(append(s.sandboxFlags(), "--functions="+s.cfg.FunctionsDir, "--port="+portOf(address), "--config-address="+s.ConfigAddress)...), args)
+}
+
 // StartWrapperServer starts a wrapper-server named name on a free loopback
 // port that runs entrypoint once per call, as in a function pod, with args
 // added before "--", and returns its address. It does not wait for it to be

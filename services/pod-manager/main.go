@@ -55,6 +55,7 @@ type options struct {
 	podTTL                       time.Duration
 	scanInterval                 time.Duration
 	maxWaitlistLength            int
+	maxCallsPerPod               int
 	maxParallelPods              int
 	maxRequestBodySize           int
 	enablePrivateRegistries      bool
@@ -91,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.podTTL, "pod-ttl", 30*time.Minute, "Idle time after which a function pod is deleted, unless its FunctionConfig sets timeToLive.")
 	fs.DurationVar(&o.scanInterval, "scan-interval", time.Minute, "How often idle pods are looked for.")
 	fs.IntVar(&o.maxWaitlistLength, "max-waitlist-length", 2, "Default preferredMaxQueueLength: the load per pod at which another pod is started.")
+	fs.IntVar(&o.maxCallsPerPod, "max-calls-per-pod", 16, "Calls one function pod is given at once (running or waiting in its wrapper-server, whose --max-queue the default template sets to this). More wait here, in arrival order and each up to its deadline, for a pod with room while pods are started up to maxParallelExecutions; --max-in-flight-bytes bounds what waits.")
 	fs.IntVar(&o.maxParallelPods, "max-parallel-pods-per-function", 1, "Default maxParallelExecutions: the most pods per function.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; passed to every wrapper-server.")
 	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
@@ -214,7 +216,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	conns := server.NewConns(o.maxRequestBodySize)
 	defer conns.CloseAll()
-	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, OnDelete: conns.Close}
+	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, MaxCallsPerPod: o.maxCallsPerPod, OnDelete: conns.Close}
 	pods := podcache.New(backend)
 	pods.ReadyTimeout = o.podReadyTimeout
 
@@ -259,6 +261,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	podServer := server.New(cfg, resolver, pods, current.Load, conns, server.Options{
 		MaxParallelExecutions:       o.maxParallelPods,
 		PreferredMaxQueueLength:     o.maxWaitlistLength,
+		MaxCallsPerPod:              o.maxCallsPerPod,
 		TTL:                         o.podTTL,
 		PullSecret:                  pullSecret,
 		RunUnclaimed:                o.runUnclaimed,

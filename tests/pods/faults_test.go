@@ -151,3 +151,22 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 		return false
 	}, reconcilerLog)
 }
+
+// A burst beyond what a function's pods take at once (256 calls at c=64 on
+// set-namespace: maxParallelExecutions 2, --max-calls-per-pod 16) waits in
+// the pod-manager for room: every call OK, and no pod beyond the two.
+func TestBurstQueuesInThePodManager(t *testing.T) {
+	f := start(t)
+	image := f.host + "/fns/set-namespace:v0.4.5"
+	const calls, concurrency = 256, 64
+	r := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute}).Wait()
+	ledger.Check(t, "burst through the pod path", r)
+	assert.Equal(t, calls, r.OK, "calls OK")
+	started := 0
+	for _, p := range f.kubelet.StartedPods() {
+		if strings.HasPrefix(p, "set-namespace-") {
+			started++
+		}
+	}
+	assert.LessOrEqual(t, started, 2, "set-namespace pods started (maxParallelExecutions 2): %v", f.kubelet.StartedPods())
+}

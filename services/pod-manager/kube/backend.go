@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,10 @@ type Backend struct {
 	Namespace          string
 	Owner              string // this replica's identity, a label on its pods
 	MaxRequestBodySize int
+	// MaxCallsPerPod is the most calls a pod is given at once: fnrunner's
+	// wrapper-server (the default template's) gets it as its --max-queue,
+	// so it never refuses a call the pod-manager sends.
+	MaxCallsPerPod int
 	// OnDelete, if set, is called with each pod deleted (to close its connection).
 	OnDelete func(pod string)
 }
@@ -115,7 +120,13 @@ func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.Pod
 			continue
 		}
 		c.Image = spec.Image
-		c.Args = append(append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize), "--"), spec.Entrypoint...)
+		c.Args = append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize))
+		if b.MaxCallsPerPod > 0 && slices.Equal(c.Command, []string{templates.ToolsDir + "/wrapper-server"}) {
+			// Only fnrunner's wrapper-server has the flag (porch's
+			// templates start porch's).
+			c.Args = append(c.Args, "--max-queue", strconv.Itoa(b.MaxCallsPerPod))
+		}
+		c.Args = append(append(c.Args, "--"), spec.Entrypoint...)
 	}
 	if spec.PullSecret != "" {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: spec.PullSecret})

@@ -7,7 +7,10 @@
 // and waiting on it), ties broken round-robin; start another pod when there
 // is none, or when the least load is at least PreferredMaxQueueLength and
 // fewer than MaxParallelExecutions pods exist. A call waits on a pod until
-// the pod is ready. When a pod fails, its waiting calls are placed again
+// the pod is ready. A pod is given at most MaxCallsPerPod calls at once;
+// when every pod has that many and no more may be started, calls wait in the
+// cache, in arrival order, for the first pod that has room (each up to its
+// deadline: the caller bounds how many wait). When a pod fails, its waiting calls are placed again
 // (on another or a new pod) and answered; a call whose pods failed twice gets
 // the failure's reason. Idle pods past their TTL are deleted.
 package podcache
@@ -30,6 +33,9 @@ type Function struct {
 	// PreferredMaxQueueLength is the load per pod that makes the cache start
 	// another pod (at least 1).
 	PreferredMaxQueueLength int
+	// MaxCallsPerPod bounds the calls one pod is given at once, running or
+	// waiting in it (0: no bound).
+	MaxCallsPerPod int
 	// TTL is how long an idle pod is kept.
 	TTL time.Duration
 	// Spec is passed to Backend.Create unchanged.
@@ -91,6 +97,8 @@ type request struct {
 	reply    chan reply
 	attempts int
 	pod      *pod
+	// queued: waiting in its function's queue for a pod with room.
+	queued bool
 }
 
 type reply struct {
@@ -131,6 +139,9 @@ func (p *pod) load() int { return p.running + len(p.waiting) }
 type function struct {
 	pods []*pod // starting and ready
 	rr   int
+	// queue holds calls that found every pod full (MaxCallsPerPod) and
+	// no room for another pod, in arrival order.
+	queue []*request
 }
 
 // New returns a cache; call Run to start it.
@@ -231,6 +242,8 @@ func (c *Cache) CollectGarbage() []string {
 // Stats describe one function's pods.
 type Stats struct {
 	Pods, Ready, Running, Waiting, Pending int
+	// Queued calls wait for a pod with room (MaxCallsPerPod).
+	Queued int
 }
 
 // Stats returns the current state per function key.
@@ -274,6 +287,7 @@ func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 				p.running--
 				p.lastUsed = c.now()
 				l.retireIfIdle(p)
+				l.dequeue(p.fn)
 			}
 		case r := <-c.cancels:
 			l.cancel(r)
@@ -321,7 +335,45 @@ func (l *loop) place(r *request) {
 	if best == nil || (best.load() >= r.fn.PreferredMaxQueueLength && len(f.pods) < r.fn.MaxParallelExecutions) {
 		best = l.create(f, r.fn)
 	}
+	if full(best, r.fn) {
+		r.queued = true
+		f.queue = append(f.queue, r)
+		return
+	}
 	l.assign(best, r)
+}
+
+// full says whether p has as many calls as fn lets a pod have.
+func full(p *pod, fn Function) bool {
+	return fn.MaxCallsPerPod > 0 && p.load() >= fn.MaxCallsPerPod
+}
+
+// dequeue places the calls waiting in key's queue while they fit: on a pod
+// with room, or on a new pod. It is called whenever a pod may have room (a
+// call ended) or may be started (a pod went).
+func (l *loop) dequeue(key Key) {
+	f := l.fns[key]
+	if f == nil {
+		return
+	}
+	for len(f.queue) > 0 {
+		r := f.queue[0]
+		if r.ctx.Err() != nil {
+			f.queue = f.queue[1:]
+			r.reply <- reply{err: r.ctx.Err()}
+			continue
+		}
+		best := l.leastLoaded(f)
+		if best == nil || (full(best, r.fn) || best.load() >= r.fn.PreferredMaxQueueLength) && len(f.pods) < r.fn.MaxParallelExecutions {
+			best = l.create(f, r.fn)
+		}
+		if full(best, r.fn) {
+			return
+		}
+		f.queue = f.queue[1:]
+		r.queued = false
+		l.assign(best, r)
+	}
 }
 
 func (l *loop) leastLoaded(f *function) *pod {
@@ -468,6 +520,8 @@ func (l *loop) drop(p *pod) {
 		delete(l.pods, p.name)
 		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
 	}
+	// Its room goes with it, but another pod may be started now.
+	defer l.dequeue(p.fn)
 }
 
 // remove drops a failed pod and places its waiting calls again.
@@ -495,6 +549,17 @@ func (l *loop) retireIfIdle(p *pod) {
 }
 
 func (l *loop) cancel(r *request) {
+	if r.queued {
+		f := l.fns[r.fn.Key]
+		for i, w := range f.queue {
+			if w == r {
+				f.queue = append(f.queue[:i], f.queue[i+1:]...)
+				break
+			}
+		}
+		r.queued = false
+		return
+	}
 	p := r.pod
 	if p == nil {
 		return
@@ -557,6 +622,7 @@ func (l *loop) stats() map[Key]Stats {
 			s.Running += p.running
 			s.Waiting += len(p.waiting)
 		}
+		s.Queued = len(f.queue)
 		out[key] = s
 	}
 	return out
@@ -564,6 +630,10 @@ func (l *loop) stats() map[Key]Stats {
 
 func (l *loop) failAll(err error) {
 	for _, f := range l.fns {
+		for _, r := range f.queue {
+			r.reply <- reply{err: err}
+		}
+		f.queue = nil
 		for _, p := range f.pods {
 			for _, r := range p.waiting {
 				r.reply <- reply{err: err}

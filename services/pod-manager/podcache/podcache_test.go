@@ -334,3 +334,53 @@ func TestTTLAppliesToPodsThatAreNotReady(t *testing.T) {
 	created, _ := b.names()
 	assert.Equal(t, []string{created[0]}, c.CollectGarbage())
 }
+
+// A burst beyond what the pods may take (MaxCallsPerPod on each of
+// MaxParallelExecutions pods) waits in the cache, in arrival order, and each
+// waiting call gets the room a finished call leaves; a cancelled one leaves
+// the queue; no pod beyond the bound is started.
+func TestBurstWaitsForRoom(t *testing.T) {
+	c, b, _ := start(t)
+	f := Function{Key: Key{Image: "sn"}, MaxParallelExecutions: 2, PreferredMaxQueueLength: 1, MaxCallsPerPod: 2}
+	var chans []chan result
+	for i := 0; i < 4; i++ {
+		chans = append(chans, acquireAsync(c, context.Background(), f))
+	}
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Waiting == 4 }, wait, tick, "gave up waiting for 4 calls on the pods")
+	cancelled, cancel := context.WithCancel(context.Background())
+	queued := []chan result{acquireAsync(c, context.Background(), f), acquireAsync(c, cancelled, f), acquireAsync(c, context.Background(), f)}
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 3 }, wait, tick, "gave up waiting for 3 calls queued")
+	cancel()
+	require.ErrorIs(t, (<-queued[1]).err, context.Canceled)
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 2 }, wait, tick, "the cancelled call stayed queued")
+
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 2 }, wait, tick, "gave up waiting for 2 creates")
+	created, _ := b.names()
+	for _, p := range created {
+		c.PodReady(p, p+":9446")
+	}
+	var leases []*Lease
+	for _, ch := range chans {
+		r := <-ch
+		require.NoError(t, r.err)
+		leases = append(leases, r.lease)
+	}
+	select {
+	case r := <-queued[0]:
+		t.Fatalf("a queued call got a pod while every pod was full: %+v", r)
+	case <-time.After(50 * time.Millisecond):
+	}
+	leases[0].Release()
+	first := <-queued[0]
+	require.NoError(t, first.err, "the first queued call")
+	assert.Equal(t, leases[0].Pod, first.lease.Pod, "the first queued call takes the room the ended call left")
+	leases[1].Release()
+	second := <-queued[2]
+	require.NoError(t, second.err, "the next queued call")
+	for _, l := range append(leases[2:], first.lease, second.lease) {
+		l.Release()
+	}
+	got, _ := b.names()
+	assert.Len(t, got, 2, "pods created")
+	assert.Zero(t, c.Stats()[f.Key].Queued, "calls left queued")
+}

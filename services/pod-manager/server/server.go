@@ -63,8 +63,11 @@ const (
 type Options struct {
 	MaxParallelExecutions   int
 	PreferredMaxQueueLength int
-	TTL                     time.Duration
-	PullSecret              string
+	// MaxCallsPerPod bounds the calls a pod is given at once; more wait
+	// here for room (podcache.Function.MaxCallsPerPod).
+	MaxCallsPerPod int
+	TTL            time.Duration
+	PullSecret     string
 	// RunUnclaimed runs images no FunctionConfig claims for pods with the
 	// defaults (porch does); otherwise they are NotFound.
 	RunUnclaimed bool

@@ -58,6 +58,7 @@ func decode(fc *configpb.FunctionConfig, opts Options) podSettings {
 	s := podSettings{function: podcache.Function{
 		MaxParallelExecutions:   opts.MaxParallelExecutions,
 		PreferredMaxQueueLength: opts.PreferredMaxQueueLength,
+		MaxCallsPerPod:          opts.MaxCallsPerPod,
 		TTL:                     opts.TTL,
 	}}
 	p := fc.GetPod()

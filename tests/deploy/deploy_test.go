@@ -28,9 +28,11 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 )
 
@@ -282,5 +284,75 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 				assert.True(t, apierrors.IsForbidden(err), "%s can %s (err %v), and should not", sa, ch.what, err)
 			}
 		}
+	}
+}
+
+// porchManifest reads the objects of one of porch's manifests as an
+// operator has them installed (../shared/porch-manifests, unchanged).
+func porchManifest(t *testing.T, name string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(harness.Workspace(t), "..", "shared", "porch-manifests", name))
+	require.NoError(t, err, "porch's manifests are test data: put shared/ beside the repository")
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(data), "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.Object == nil || u.GetKind() == "" {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// The from-porch overlay beside what porch installed: it holds none of
+// porch's kinds (no Namespace, CRD, FunctionConfig or template), so applying
+// it (and deleting it) leaves porch's objects exactly as they were.
+func TestFromPorchOverlay(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	ctx := context.Background()
+	var porch []*unstructured.Unstructured
+	for _, name := range []string{"config.porch.kpt.dev_functionconfigs.yaml", "config.porch.kpt.dev_servicetemplates.yaml"} {
+		porch = append(porch, porchManifest(t, name)...)
+	}
+	for _, o := range porch {
+		require.NoError(t, env.Client.Create(ctx, o), "create %s", o.GetName())
+	}
+	waitCRDs(t, env.Client)
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	objs := append(porchManifest(t, "22-function-templates.yaml"), porchManifest(t, "23-function-configurations.yaml")...)
+	for i, o := range objs {
+		if o.GetKind() == "FunctionConfig" && i%2 == 0 {
+			o.SetFinalizers([]string{"config.porch.kpt.dev/functionconfig-porch-server", "config.porch.kpt.dev/functionconfig-function-runner"})
+		}
+		require.NoError(t, env.Client.Create(ctx, o), "create %s %s", o.GetKind(), o.GetName())
+	}
+	porch = append(porch, objs...)
+	versions := map[string]string{}
+	for _, o := range porch {
+		versions[o.GetKind()+"/"+o.GetName()] = o.GetResourceVersion()
+	}
+
+	overlay := render(t, "from-porch")
+	for _, o := range overlay {
+		assert.NotContains(t, []string{"Namespace", "CustomResourceDefinition", "FunctionConfig", "PodTemplate", "ServiceTemplate"}, o.GetKind(),
+			"from-porch holds porch's %s %s", o.GetKind(), o.GetName())
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" {
+			assert.Equal(t, ns, o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
+		}
+	}
+	apply(t, env.Client, overlay)
+	for _, o := range porch {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), got))
+		assert.Equal(t, versions[o.GetKind()+"/"+o.GetName()], got.GetResourceVersion(), "%s %s changed", o.GetKind(), o.GetName())
+	}
+	for _, o := range overlay {
+		require.NoError(t, client.IgnoreNotFound(env.Client.Delete(ctx, o)), "delete %s %s", o.GetKind(), o.GetName())
+	}
+	for _, o := range porch {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		assert.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), got), "%s %s gone with the overlay", o.GetKind(), o.GetName())
 	}
 }

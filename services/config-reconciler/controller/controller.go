@@ -6,7 +6,9 @@
 //     streams a complete table and a deleted object leaves no entry behind;
 //   - StatusWriter runs only on the elected leader and writes each object's
 //     status: functionRunnerObservedGeneration, error, and the Ready and
-//     Conflict conditions. A change to one object can change another's
+//     Conflict conditions (porch's own CRD has no conditions: the apiserver
+//     keeps only its fields); and, as porch's function-runner component,
+//     adds its finalizer and removes it when the object is being deleted. A change to one object can change another's
 //     conflicts, so every change requeues all objects of the namespace.
 package controller
 
@@ -27,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -182,8 +185,16 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 			obj = &objs[i]
 		}
 	}
-	if obj == nil || obj.DeletionTimestamp != nil {
+	if obj == nil {
 		return reconcile.Result{}, nil
+	}
+	if obj.DeletionTimestamp != nil {
+		// Every replica's table leaves out an object being deleted
+		// (configs.Evaluate), so the function runner is done with it.
+		return reconcile.Result{}, r.setFinalizer(ctx, obj, false)
+	}
+	if err := r.setFinalizer(ctx, obj, true); err != nil {
+		return reconcile.Result{}, err
 	}
 	v := verdicts[req.NamespacedName]
 	want := obj.Status.DeepCopy()
@@ -201,6 +212,35 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	r.log.Info("status written", "functionConfig", req.NamespacedName.String(), "generation", obj.Generation, "ready", v.Ready(), "problems", v.Problems)
 	return reconcile.Result{}, nil
+}
+
+// Finalizer is the finalizer of porch's function-runner component, which the
+// config-reconciler is: porch's reconciler sets one per component and each
+// removes its own, so a FunctionConfig is deleted once every component has
+// let it go.
+const Finalizer = "config.porch.kpt.dev/functionconfig-function-runner"
+
+// setFinalizer adds (want) or removes Finalizer, and only it: the patch is
+// optimistic (on the resourceVersion read), so a finalizer another
+// component adds or removes meanwhile is never lost; a conflict is retried.
+func (r *StatusWriter) setFinalizer(ctx context.Context, obj *v1alpha1.FunctionConfig, want bool) error {
+	if controllerutil.ContainsFinalizer(obj, Finalizer) == want {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want {
+		controllerutil.AddFinalizer(obj, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(obj, Finalizer)
+	}
+	if err := r.client.Patch(ctx, obj, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("finalizer of %s/%s: %w", obj.Namespace, obj.Name, err)
+	}
+	r.log.Info("finalizer", "functionConfig", obj.Namespace+"/"+obj.Name, "finalizer", Finalizer, "present", want)
+	return nil
 }
 
 // SetStatus records a verdict in status.

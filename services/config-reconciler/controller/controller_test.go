@@ -45,8 +45,14 @@ type fixture struct {
 // stream subscriber over loopback gRPC.
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, crdDir(t))
+}
+
+// startWith is start with the CRDs in crds (ours, or porch's own).
+func startWith(t *testing.T, crds string) *fixture {
+	t.Helper()
 	env := kubetest.Start(t, kubetest.Options{
-		CRDDirectoryPaths: []string{crdDir(t)},
+		CRDDirectoryPaths: []string{crds},
 		AddToScheme:       []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 	})
 	ctx, cancel := context.WithCancel(context.Background())

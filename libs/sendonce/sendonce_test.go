@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -59,9 +60,10 @@ func serveOn(t *testing.T, addr string, ev pb.FunctionEvaluatorServer) *grpc.Ser
 	return srv
 }
 
-func dialExecutor(t *testing.T, addr string, wait time.Duration) pb.FunctionEvaluatorClient {
+func dialExecutor(t *testing.T, addr string, wait time.Duration, opts ...grpc.DialOption) pb.FunctionEvaluatorClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, DialOptions(wait)...)...)
+	opts = append(append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), DialOptions(wait)...)
+	conn, err := grpc.NewClient(addr, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	return pb.NewFunctionEvaluatorClient(conn)
@@ -89,7 +91,8 @@ func TestWaitsForTheExecutor(t *testing.T) {
 func TestNeverRepeatsASentCall(t *testing.T) {
 	addr, err := localstack.FreeAddress()
 	require.NoError(t, err)
-	client := dialExecutor(t, addr, time.Minute)
+	headers := headersSeen{make(chan struct{}, 1)}
+	client := dialExecutor(t, addr, time.Minute, grpc.WithStatsHandler(headers))
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := serveOn(t, addr, ev)
 	done := make(chan error, 1)
@@ -98,6 +101,9 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 		done <- err
 	}()
 	<-ev.started
+	// gRPC writes the header after SendHeader returns: the executor goes
+	// away once its "received" header has reached the caller.
+	<-headers.in
 	srv.Stop() // the executor goes away with the call in flight
 	ev2 := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	close(ev2.release)
@@ -107,6 +113,21 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 	require.Contains(t, status.Convert(err).Message(), "not repeated", "call cut mid-flight")
 	assert.Equal(t, int32(1), ev.calls.Load()+ev2.calls.Load(), "times the function was asked to run")
 }
+
+// headersSeen tells, on in, that response headers arrived.
+type headersSeen struct{ in chan struct{} }
+
+func (h headersSeen) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h headersSeen) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InHeader); ok {
+		select {
+		case h.in <- struct{}{}:
+		default:
+		}
+	}
+}
+func (h headersSeen) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (h headersSeen) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // A call whose connection breaks before the executor said it received it
 // (here: an executor that never says so) is sent again once a connection

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
@@ -66,11 +65,6 @@ type Server interface {
 	EvaluateFunction(ctx context.Context, req *Request) (*Response, error)
 }
 
-// ReceivedHeader is the response header every EvaluateFunction handler
-// registered here sends as soon as the call has arrived, before the server
-// acts on it.
-const ReceivedHeader = "fnrunner-received"
-
 // Register serves srv as evaluator.FunctionEvaluator on s, which must have
 // been built with ServerCodec.
 func Register(s grpc.ServiceRegistrar, srv Server) {
@@ -95,12 +89,6 @@ func handle(srv any, ctx context.Context, dec func(any) error, interceptor grpc.
 	}
 	req := &in.req
 	call := func(ctx context.Context, req any) (any, error) {
-		// Tell the caller the call arrived before anything runs: a
-		// connection that breaks before this header came back broke
-		// before the service took the call (sendonce).
-		if err := grpc.SendHeader(ctx, metadata.Pairs(ReceivedHeader, "1")); err != nil {
-			return nil, err
-		}
 		return srv.(Server).EvaluateFunction(ctx, req.(*Request))
 	}
 	if interceptor == nil {

@@ -32,7 +32,7 @@ func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
 	fs.DurationVar(&f.MaxCallDuration, "max-call-duration", 10*time.Minute, "Deadline of a call whose caller set none (a caller's own deadline always applies); 0 = none.")
 	fs.UintVar(&f.MaxConcurrentStreams, "max-concurrent-streams", 1024, "Most calls one client connection may have in flight (gRPC MaxConcurrentStreams); more wait in the client.")
-	fs.DurationVar(&f.MaxConnectionAge, "max-connection-age", 5*time.Minute, "A client connection older than this is asked to go (GOAWAY) and closed once its calls end (after up to --max-call-duration), so clients reconnect and spread over replicas as they are scaled; 0 = never.")
+	fs.DurationVar(&f.MaxConnectionAge, "max-connection-age", 5*time.Minute, "A client connection older than this is asked to go (GOAWAY) and closed once its calls end, so clients reconnect and spread over replicas as they are scaled; 0 = never.")
 	f.LogLevel = slog.LevelInfo
 	fs.Var(logLevel{&f.LogLevel}, "log-level", "Log level: DEBUG, INFO, WARN or ERROR, or porch's 0-5 (0 ERROR, 1 WARN, 2 INFO, 3-5 DEBUG).")
 }

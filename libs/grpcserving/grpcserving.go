@@ -45,7 +45,7 @@ type Config struct {
 	// (0: gRPC's default, unbounded).
 	MaxConcurrentStreams uint32
 	// MaxConnectionAge, when set, makes clients reconnect (GOAWAY) after
-	// it, their calls in flight given MaxCallDuration (or no limit) to end.
+	// it; calls in flight on the old connection run to their end.
 	MaxConnectionAge time.Duration
 	// ServerOptions are added to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
@@ -133,12 +133,10 @@ const (
 func keepaliveOptions(cfg Config) []grpc.ServerOption {
 	params := keepalive.ServerParameters{Time: serverKeepaliveTime, Timeout: serverKeepaliveTimeout}
 	if cfg.MaxConnectionAge > 0 {
+		// The grace stays gRPC's default, infinite: calls in flight end
+		// by their own deadline (MaxCallDuration when the caller set
+		// none), never cut by the connection's age.
 		params.MaxConnectionAge = cfg.MaxConnectionAge
-		// gRPC's default grace is infinite; calls end by their
-		// deadline, at most MaxCallDuration when the caller set none.
-		if cfg.MaxCallDuration > 0 {
-			params.MaxConnectionAgeGrace = cfg.MaxCallDuration
-		}
 	}
 	return []grpc.ServerOption{
 		grpc.KeepaliveParams(params),

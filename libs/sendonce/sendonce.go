@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -18,12 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
-	"github.com/fnrunner/fnrunner/libs/evalwire"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
@@ -83,7 +82,9 @@ func Target(address string) (string, []grpc.DialOption, error) {
 	}
 	r := manual.NewBuilderWithScheme(staticScheme)
 	r.InitialState(resolver.State{Addresses: addrs})
-	return staticScheme + ":///" + address, []grpc.DialOption{grpc.WithResolvers(r)}, nil
+	// The addresses are the resolver's; the target names them, escaped
+	// (an IPv6 zone holds "%").
+	return staticScheme + ":///" + url.PathEscape(address), []grpc.DialOption{grpc.WithResolvers(r)}, nil
 }
 
 // Interceptor is the client interceptor for EvaluateFunction calls to an
@@ -104,41 +105,24 @@ func Interceptor(connectWait time.Duration) grpc.UnaryClientInterceptor {
 		if method != pb.FunctionEvaluator_EvaluateFunction_FullMethodName {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		for attempt := 0; ; {
-			if err := waitReady(ctx, cc, connectWait, failingFast(ctx)); err != nil {
-				if ctx.Err() != nil {
-					return status.FromContextError(ctx.Err()).Err()
-				}
-				if errors.Is(err, errConnectFailed) {
-					return NotSent("executor service %s: %v; the call was not sent", cc.Target(), err)
-				}
-				return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
+		if err := waitReady(ctx, cc, connectWait, failingFast(ctx)); err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
 			}
-			var header metadata.MD
-			err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true), grpc.Header(&header))...)
-			if ns := received(err); ns != nil {
-				// The executor service says it ran nothing (it had no table,
-				// or its pods did not accept the call).
-				return ns
+			if errors.Is(err, errConnectFailed) {
+				return NotSent("executor service %s: %v; the call was not sent", cc.Target(), err)
 			}
-			if status.Code(err) == codes.Unavailable && ctx.Err() == nil && len(header.Get(evalwire.ReceivedHeader)) == 0 {
-				// The connection broke before the executor took the call
-				// (it says so first, evalwire.ReceivedHeader): nothing
-				// ran. It is sent again, on a connection that works (to
-				// another backend, when the address has several).
-				if attempt++; attempt < maxAttempts {
-					continue
-				}
-				return NotSent("executor service %s: the connection broke %d times before the call arrived: %v; the call was not run", cc.Target(), attempt, status.Convert(err).Message())
-			}
-			return Broken(ctx, err, "executor service "+cc.Target())
+			return NotSent("executor service %s not reachable within %v; the call was not sent", cc.Target(), connectWait)
 		}
+		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(true))...)
+		if ns := received(err); ns != nil {
+			// The executor service says it ran nothing (it had no table,
+			// or its pods did not accept the call).
+			return ns
+		}
+		return Broken(ctx, err, "executor service "+cc.Target())
 	}
 }
-
-// maxAttempts bounds how often a call whose connection broke before it
-// arrived is sent again.
-const maxAttempts = 5
 
 // Broken explains an answer to a call that was sent: an Unavailable one, or
 // a Canceled one the caller did not cancel (its connection was closed under

@@ -14,32 +14,21 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
-	"github.com/fnrunner/fnrunner/libs/evalwire"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // countingEvaluator counts calls and blocks each until release is closed.
-// Unless silent, it first says it received the call, as every executor
-// service does (evalwire.ReceivedHeader).
 type countingEvaluator struct {
 	pb.UnimplementedFunctionEvaluatorServer
 	calls   atomic.Int32
 	started chan struct{}
 	release chan struct{}
-	silent  bool
 }
 
 func (c *countingEvaluator) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest) (*pb.EvaluateFunctionResponse, error) {
-	if !c.silent {
-		if err := grpc.SendHeader(ctx, metadata.Pairs(evalwire.ReceivedHeader, "1")); err != nil {
-			return nil, err
-		}
-	}
 	c.calls.Add(1)
 	c.started <- struct{}{}
 	select {
@@ -60,10 +49,9 @@ func serveOn(t *testing.T, addr string, ev pb.FunctionEvaluatorServer) *grpc.Ser
 	return srv
 }
 
-func dialExecutor(t *testing.T, addr string, wait time.Duration, opts ...grpc.DialOption) pb.FunctionEvaluatorClient {
+func dialExecutor(t *testing.T, addr string, wait time.Duration) pb.FunctionEvaluatorClient {
 	t.Helper()
-	opts = append(append(opts, grpc.WithTransportCredentials(insecure.NewCredentials())), DialOptions(wait)...)
-	conn, err := grpc.NewClient(addr, opts...)
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, DialOptions(wait)...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	return pb.NewFunctionEvaluatorClient(conn)
@@ -91,8 +79,7 @@ func TestWaitsForTheExecutor(t *testing.T) {
 func TestNeverRepeatsASentCall(t *testing.T) {
 	addr, err := localstack.FreeAddress()
 	require.NoError(t, err)
-	headers := headersSeen{make(chan struct{}, 1)}
-	client := dialExecutor(t, addr, time.Minute, grpc.WithStatsHandler(headers))
+	client := dialExecutor(t, addr, time.Minute)
 	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	srv := serveOn(t, addr, ev)
 	done := make(chan error, 1)
@@ -101,9 +88,6 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 		done <- err
 	}()
 	<-ev.started
-	// gRPC writes the header after SendHeader returns: the executor goes
-	// away once its "received" header has reached the caller.
-	<-headers.in
 	srv.Stop() // the executor goes away with the call in flight
 	ev2 := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
 	close(ev2.release)
@@ -112,44 +96,6 @@ func TestNeverRepeatsASentCall(t *testing.T) {
 	require.Equal(t, codes.Unavailable, status.Code(err), "call cut mid-flight = %v", err)
 	require.Contains(t, status.Convert(err).Message(), "not repeated", "call cut mid-flight")
 	assert.Equal(t, int32(1), ev.calls.Load()+ev2.calls.Load(), "times the function was asked to run")
-}
-
-// headersSeen tells, on in, that response headers arrived.
-type headersSeen struct{ in chan struct{} }
-
-func (h headersSeen) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (h headersSeen) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.InHeader); ok {
-		select {
-		case h.in <- struct{}{}:
-		default:
-		}
-	}
-}
-func (h headersSeen) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (h headersSeen) HandleConn(context.Context, stats.ConnStats)                       {}
-
-// A call whose connection breaks before the executor said it received it
-// (here: an executor that never says so) is sent again once a connection
-// works, and answered.
-func TestSendsAgainACallThatNeverArrived(t *testing.T) {
-	addr, err := localstack.FreeAddress()
-	require.NoError(t, err)
-	client := dialExecutor(t, addr, time.Minute)
-	ev := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{}), silent: true}
-	srv := serveOn(t, addr, ev)
-	done := make(chan error, 1)
-	go func() {
-		_, err := client.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: "x"})
-		done <- err
-	}()
-	<-ev.started
-	srv.Stop()
-	ev2 := &countingEvaluator{started: make(chan struct{}, 1), release: make(chan struct{})}
-	close(ev2.release)
-	serveOn(t, addr, ev2)
-	require.NoError(t, <-done, "call whose connection broke before it arrived")
-	assert.Equal(t, int32(1), ev2.calls.Load(), "the executor that came back got the call")
 }
 
 // With nothing listening, a call fails with Unavailable after the connect wait.

@@ -327,9 +327,13 @@ func TestFromPorchOverlay(t *testing.T) {
 		require.NoError(t, env.Client.Create(ctx, o), "create %s %s", o.GetKind(), o.GetName())
 	}
 	porch = append(porch, objs...)
+	// As they are now (the apiserver has written the CRDs' status since).
 	versions := map[string]string{}
 	for _, o := range porch {
-		versions[o.GetKind()+"/"+o.GetName()] = o.GetResourceVersion()
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), got))
+		versions[o.GetKind()+"/"+o.GetName()] = got.GetResourceVersion()
 	}
 
 	overlay := render(t, "from-porch")

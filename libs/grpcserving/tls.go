@@ -1,12 +1,17 @@
 package grpcserving
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"sync"
+	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -47,41 +52,37 @@ func (f *TLSFlags) Enabled() (bool, error) {
 	return false, errors.New("--tls-cert, --tls-key and --tls-ca go together")
 }
 
-func (f *TLSFlags) load() (tls.Certificate, *x509.CertPool, error) {
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("TLS key pair: %w", err)
-	}
-	ca, err := os.ReadFile(f.CA)
-	if err != nil {
-		return tls.Certificate{}, nil, fmt.Errorf("TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return tls.Certificate{}, nil, fmt.Errorf("TLS CA %s: no certificates", f.CA)
-	}
-	return cert, pool, nil
-}
-
-// ServerOptions are the gRPC server options of an internal service.
+// ServerOptions are the gRPC server options of an internal service. The
+// files are read again when they change (cert-manager or a Secret mount
+// rotating them): each new connection is served with the current ones.
 func (f *TLSFlags) ServerOptions() ([]grpc.ServerOption, error) {
 	on, err := f.Enabled()
 	if err != nil || !on {
 		return nil, err
 	}
-	cert, pool, err := f.load()
-	if err != nil {
+	files := &tlsFiles{flags: *f}
+	if _, err := files.current(); err != nil {
 		return nil, err
 	}
 	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
+		MinVersion: tls.VersionTLS13,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m, err := files.current()
+			if err != nil {
+				return nil, err
+			}
+			return &tls.Config{
+				Certificates: []tls.Certificate{m.cert},
+				ClientCAs:    m.pool,
+				ClientAuth:   tls.RequireAndVerifyClientCert,
+				MinVersion:   tls.VersionTLS13,
+			}, nil
+		},
 	}))}, nil
 }
 
-// DialOption is the transport credentials for calling another fnrunner service.
+// DialOption is the transport credentials for calling another fnrunner
+// service; each new connection uses the files as they are then.
 func (f *TLSFlags) DialOption() (grpc.DialOption, error) {
 	on, err := f.Enabled()
 	if err != nil {
@@ -90,13 +91,115 @@ func (f *TLSFlags) DialOption() (grpc.DialOption, error) {
 	if !on {
 		return grpc.WithTransportCredentials(insecure.NewCredentials()), nil
 	}
-	cert, pool, err := f.load()
+	files := &tlsFiles{flags: *f}
+	if _, err := files.current(); err != nil {
+		return nil, err
+	}
+	return grpc.WithTransportCredentials(&reloadingCreds{files: files}), nil
+}
+
+// tlsFiles are the key pair and CA as the files hold them now: read again
+// when a file's size, modification time or inode changed (a Secret mount
+// swaps them through a symlink, which os.Stat follows).
+type tlsFiles struct {
+	flags TLSFlags
+
+	mu     sync.Mutex
+	stamps [3]fileStamp
+	mat    *tlsMaterial
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+	ino  uint64
+}
+
+type tlsMaterial struct {
+	cert tls.Certificate
+	pool *x509.CertPool
+}
+
+func (t *tlsFiles) current() (*tlsMaterial, error) {
+	var stamps [3]fileStamp
+	for i, p := range []string{t.flags.Cert, t.flags.Key, t.flags.CA} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("TLS file: %w", err)
+		}
+		stamps[i] = fileStamp{size: st.Size(), mod: st.ModTime()}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			stamps[i].ino = sys.Ino
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mat != nil && stamps == t.stamps {
+		return t.mat, nil
+	}
+	cert, err := tls.LoadX509KeyPair(t.flags.Cert, t.flags.Key)
+	if err != nil {
+		return nil, fmt.Errorf("TLS key pair: %w", err)
+	}
+	ca, err := os.ReadFile(t.flags.CA)
+	if err != nil {
+		return nil, fmt.Errorf("TLS CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("TLS CA %s: no certificates", t.flags.CA)
+	}
+	t.stamps, t.mat = stamps, &tlsMaterial{cert: cert, pool: pool}
+	return t.mat, nil
+}
+
+// reloadingCreds are TLS client credentials built from the current files for
+// each handshake.
+type reloadingCreds struct {
+	files *tlsFiles
+	// server is the name to verify (OverrideServerName); "" takes the
+	// dialled authority.
+	server string
+}
+
+var _ credentials.TransportCredentials = (*reloadingCreds)(nil)
+
+func (c *reloadingCreds) creds() (credentials.TransportCredentials, error) {
+	m, err := c.files.current()
 	if err != nil {
 		return nil, err
 	}
-	return grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
+	return credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{m.cert},
+		RootCAs:      m.pool,
+		ServerName:   c.server,
 		MinVersion:   tls.VersionTLS13,
-	})), nil
+	}), nil
+}
+
+func (c *reloadingCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	cr, err := c.creds()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cr.ClientHandshake(ctx, authority, conn)
+}
+
+func (c *reloadingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("client credentials: no server handshake")
+}
+
+func (c *reloadingCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3", ServerName: c.server}
+}
+
+func (c *reloadingCreds) Clone() credentials.TransportCredentials {
+	return &reloadingCreds{files: c.files, server: c.server}
+}
+
+// OverrideServerName implements the deprecated part of
+// credentials.TransportCredentials, as gRPC's own TLS credentials do.
+func (c *reloadingCreds) OverrideServerName(name string) error {
+	c.server = name
+	return nil
 }

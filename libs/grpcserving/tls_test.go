@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -68,4 +70,50 @@ func TestMutualTLS(t *testing.T) {
 	}
 	_, err = (&grpcserving.TLSFlags{Cert: good.Cert}).DialOption()
 	assert.Error(t, err, "a partial TLS configuration was accepted")
+}
+
+// Certificates rotated on disk (as cert-manager or a Secret mount does, by
+// swapping files) are used for the next connection on both sides, without a
+// restart.
+func TestTLSFilesReloaded(t *testing.T) {
+	serverDir, clientDir := t.TempDir(), t.TempDir()
+	install := func(dir string, from testcerts.Files) grpcserving.TLSFlags {
+		f := grpcserving.TLSFlags{Cert: filepath.Join(dir, "tls.crt"), Key: filepath.Join(dir, "tls.key"), CA: filepath.Join(dir, "ca.crt")}
+		for src, dst := range map[string]string{from.Cert: f.Cert, from.Key: f.Key, from.CA: f.CA} {
+			data, err := os.ReadFile(src)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(dst+".new", data, 0o600))
+			require.NoError(t, os.Rename(dst+".new", dst))
+		}
+		return f
+	}
+	first := testcerts.Generate(t, t.TempDir(), "fnrunner")
+	server, client := install(serverDir, first), install(clientDir, first)
+	common := grpcserving.Flags{DrainTimeout: time.Second}
+	lis, srv, err := common.Open(slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1", 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Serve(ctx, lis) }()
+	dial, err := client.DialOption()
+	require.NoError(t, err)
+	check := func() error {
+		// A new connection: a handshake with the files as they are.
+		conn, err := grpc.NewClient(lis.Addr().String(), dial)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: grpcserving.LivenessService})
+		return err
+	}
+	require.NoError(t, check(), "before the rotation")
+
+	rotated := testcerts.Generate(t, t.TempDir(), "fnrunner-rotated")
+	install(serverDir, rotated)
+	assert.Error(t, check(), "the server still took the old CA's client after its files were rotated")
+	install(clientDir, rotated)
+	assert.NoError(t, check(), "both sides rotated")
 }

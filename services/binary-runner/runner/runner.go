@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -132,6 +133,7 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			kinds = []executortable.Kind{executortable.Kind(v[0])}
 		}
 	}
+	var missing error
 	for _, k := range kinds {
 		fc, ok := tables.Lookup(k, ref)
 		if !ok {
@@ -144,6 +146,13 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		case executortable.Binary:
 			rt, err = r.binaryRuntime(fc.GetBinary().GetPath())
 		default:
+			continue
+		}
+		if k == executortable.Binary && errors.Is(err, ErrBinaryMissing) {
+			// This runner cannot run it (a porch FunctionConfig naming a
+			// binary this image lacks): NotFound, so the gateway tries
+			// the next executor, as for an image no one claims.
+			missing = err
 			continue
 		}
 		if err != nil {
@@ -171,8 +180,15 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		res, err := rt.Run(ctx, req.ResourceList)
 		return fnresult.Respond(req.Image, req.ResourceList, res, err)
 	}
+	if missing != nil {
+		return nil, status.Errorf(codes.NotFound, "function %q not found: %v", req.Image, missing)
+	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
 }
+
+// ErrBinaryMissing is a binary executor path with no executable file behind
+// it in this runner.
+var ErrBinaryMissing = errors.New("no executable binary")
 
 // binaryRuntime is the binary executor's runtime for a table path
 // (executortable.ResolveBinary).
@@ -180,6 +196,9 @@ func (r *Runner) binaryRuntime(path string) (*fnexec.Binary, error) {
 	bin, err := executortable.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
 	if err != nil {
 		return nil, err
+	}
+	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return nil, fmt.Errorf("%w at %s in the binary-runner", ErrBinaryMissing, path)
 	}
 	return &fnexec.Binary{Argv: []string{bin}, Options: r.opts.Exec}, nil
 }

@@ -125,6 +125,22 @@ func TestBinaryPathsStayInsideFunctionsDir(t *testing.T) {
 	}
 }
 
+// A binary executor path with no executable file in this runner (a porch
+// FunctionConfig naming a binary porch's runner image had) is NotFound, so
+// the gateway goes on to the pod executor.
+func TestMissingBinaryIsNotFound(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "not-executable"), []byte("#!/bin/sh\ncat\n"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "a-directory"), 0o755))
+	for _, p := range []string{"set-labels", "not-executable", "a-directory"} {
+		r := newRunner(nil, binaryEntry("fn", p))
+		r.opts.FunctionsDir = dir
+		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+		assert.Equal(t, codes.NotFound, status.Code(err), "path %q: %v", p, err)
+		assert.Contains(t, status.Convert(err).Message(), "no executable binary at "+p, "path %q", p)
+	}
+}
+
 func TestMissingLinkedInFunction(t *testing.T) {
 	r := newRunner(nil, goEntry("gone", "gone"))
 	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "gone:v1", ResourceList: evalwire.Bytes([]byte(rl))})

@@ -17,6 +17,7 @@ const (
 	fieldResourceList protowire.Number = 1 // both messages
 	fieldImage        protowire.Number = 2 // EvaluateFunctionRequest
 	fieldLog          protowire.Number = 2 // EvaluateFunctionResponse
+	fieldTag          protowire.Number = 3 // EvaluateFunctionRequest, porch after April 2026
 )
 
 // ServerCodec is the server option that lets a server Register this
@@ -36,7 +37,7 @@ func (codec) proto() encoding.CodecV2 { return encoding.GetCodecV2(protoenc.Name
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *Request:
-		return encodeMessage(m.ResourceList, []byte(m.Image)), nil
+		return appendField(encodeMessage(m.ResourceList, []byte(m.Image)), fieldTag, Bytes([]byte(m.Tag))), nil
 	case *Response:
 		return encodeMessage(m.ResourceList, m.Log), nil
 	}
@@ -83,7 +84,7 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	case *Response:
 		m.Free()
-		rl, log, err := decodeMessage(data)
+		rl, log, _, err := decodeMessage(data)
 		if err != nil {
 			return err
 		}
@@ -103,15 +104,20 @@ type incoming struct {
 }
 
 func decodeRequest(data mem.BufferSlice) (Request, error) {
-	rl, image, err := decodeMessage(data)
+	rl, image, tag, err := decodeMessage(data)
 	if err != nil {
 		return Request{}, err
 	}
-	if !utf8.Valid(image) {
-		rl.Free()
-		return Request{}, errors.New("evaluator.EvaluateFunctionRequest.image: string field contains invalid UTF-8")
+	for _, f := range []struct {
+		name  string
+		value []byte
+	}{{"image", image}, {"tag", tag}} {
+		if !utf8.Valid(f.value) {
+			rl.Free()
+			return Request{}, fmt.Errorf("evaluator.EvaluateFunctionRequest.%s: string field contains invalid UTF-8", f.name)
+		}
 	}
-	return Request{Image: string(image), ResourceList: rl}, nil
+	return Request{Image: string(image), Tag: string(tag), ResourceList: rl}, nil
 }
 
 // errTruncated is a message that ends inside a field.
@@ -119,14 +125,15 @@ var errTruncated = errors.New("proto: message truncated")
 
 // decodeMessage reads either message of evaluator.proto: the resource list
 // (field 1) as views into data's buffers (references of its own, no copy),
-// and field 2 (image or log) copied. Other fields are skipped, as unknown
-// fields are; of a field seen twice the last one wins.
-func decodeMessage(data mem.BufferSlice) (mem.BufferSlice, []byte, error) {
+// field 2 (image or log) and field 3 (a request's tag) copied. Other fields
+// are skipped, as unknown fields are; of a field seen twice the last one
+// wins.
+func decodeMessage(data mem.BufferSlice) (mem.BufferSlice, []byte, []byte, error) {
 	var rl mem.BufferSlice
-	var second []byte
-	fail := func(err error) (mem.BufferSlice, []byte, error) {
+	var second, third []byte
+	fail := func(err error) (mem.BufferSlice, []byte, []byte, error) {
 		rl.Free()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	c := cursor{s: data}
 	for !c.done() {
@@ -138,7 +145,7 @@ func decodeMessage(data mem.BufferSlice) (mem.BufferSlice, []byte, error) {
 		if num < protowire.MinValidNumber || num > protowire.MaxValidNumber {
 			return fail(fmt.Errorf("proto: invalid field number %d", num))
 		}
-		if typ != protowire.BytesType || num != fieldResourceList && num != fieldImage {
+		if typ != protowire.BytesType || num != fieldResourceList && num != fieldImage && num != fieldTag {
 			if err := c.skip(num, typ); err != nil {
 				return fail(err)
 			}
@@ -152,15 +159,19 @@ func decodeMessage(data mem.BufferSlice) (mem.BufferSlice, []byte, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if num == fieldResourceList {
+		switch num {
+		case fieldResourceList:
 			rl.Free()
 			rl = field
 			continue
+		case fieldTag:
+			third = field.Materialize()
+		default:
+			second = field.Materialize() // fieldImage == fieldLog
 		}
-		second = field.Materialize() // fieldImage == fieldLog
 		field.Free()
 	}
-	return rl, second, nil
+	return rl, second, third, nil
 }
 
 // cursor reads a BufferSlice across its buffers.

@@ -29,7 +29,7 @@ func split(b []byte, cuts ...int) mem.BufferSlice {
 }
 
 func TestRequestMatchesGenerated(t *testing.T) {
-	want := &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte("kind: ResourceList\nitems: []\n")}
+	want := &pb.EvaluateFunctionRequest{Image: "set-namespace", Tag: ">= 0.4.0 < 0.5.0", ResourceList: []byte("kind: ResourceList\nitems: []\n")}
 	wire, err := proto.Marshal(want)
 	require.NoError(t, err)
 	// Every place the transport could have cut the message.
@@ -39,6 +39,7 @@ func TestRequestMatchesGenerated(t *testing.T) {
 		require.NoError(t, (codec{}).Unmarshal(data, &got), "cut %d", cut)
 		data.Free() // as gRPC does after Unmarshal: got keeps its own references
 		require.Equal(t, want.Image, got.Image, "cut %d: image", cut)
+		require.Equal(t, want.Tag, got.Tag, "cut %d: tag", cut)
 		require.Equal(t, string(want.ResourceList), string(got.ResourceList.Materialize()), "cut %d: resource list", cut)
 		out, err := (codec{}).Marshal(&got)
 		require.NoError(t, err)
@@ -139,6 +140,7 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, genErr == nil, err == nil, "codec error %v, generated code error %v", err, genErr)
 		if err == nil {
 			require.Equal(t, gen.GetImage(), got.Image, "image, against what the generated code reads")
+			require.Equal(t, gen.GetTag(), got.Tag, "tag, against what the generated code reads")
 			require.True(t, bytes.Equal(got.ResourceList.Materialize(), gen.GetResourceList()),
 				"got resource list %q, generated code reads %q", got.ResourceList.Materialize(), gen.GetResourceList())
 		}

@@ -26,6 +26,9 @@ import (
 type Request struct {
 	// Image is the function image.
 	Image string
+	// Tag, from porch after April 2026 (evaluator.proto field 3), is the
+	// tag or semver constraint of an Image given without one.
+	Tag string
 	// ResourceList is the serialized ResourceList, in the buffers it came in.
 	ResourceList mem.BufferSlice
 }

@@ -5,6 +5,7 @@
 package executortable
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/fnrunner/fnrunner/libs/imagematch"
@@ -108,6 +109,21 @@ func (t *Tables) ConflictsOf(owner string) []string {
 				if o == owner {
 					out = append(out, string(k)+" executor: "+c.String())
 				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tags are the exact tags any executor's claims name for ref's repository
+// (imagematch.Table.Tags), sorted.
+func (t *Tables) Tags(ref imagematch.Reference) []string {
+	var out []string
+	for _, k := range Kinds() {
+		for _, tag := range t.tables[k].Tags(ref.Prefix, ref.Name) {
+			if !slices.Contains(out, tag) {
+				out = append(out, tag)
 			}
 		}
 	}

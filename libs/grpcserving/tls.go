@@ -121,10 +121,15 @@ type tlsMaterial struct {
 }
 
 func (t *tlsFiles) current() (*tlsMaterial, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var stamps [3]fileStamp
 	for i, p := range []string{t.flags.Cert, t.flags.Key, t.flags.CA} {
 		st, err := os.Stat(p)
 		if err != nil {
+			if t.mat != nil {
+				return t.mat, nil // a file mid-swap: the last good ones
+			}
 			return nil, fmt.Errorf("TLS file: %w", err)
 		}
 		stamps[i] = fileStamp{size: st.Size(), mod: st.ModTime()}
@@ -132,11 +137,23 @@ func (t *tlsFiles) current() (*tlsMaterial, error) {
 			stamps[i].ino = sys.Ino
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.mat != nil && stamps == t.stamps {
 		return t.mat, nil
 	}
+	mat, err := t.load()
+	if err != nil {
+		if t.mat != nil {
+			// Mid-rotation (the certificate replaced, its key not yet):
+			// the last good files serve until the new ones load.
+			return t.mat, nil
+		}
+		return nil, err
+	}
+	t.stamps, t.mat = stamps, mat
+	return t.mat, nil
+}
+
+func (t *tlsFiles) load() (*tlsMaterial, error) {
 	cert, err := tls.LoadX509KeyPair(t.flags.Cert, t.flags.Key)
 	if err != nil {
 		return nil, fmt.Errorf("TLS key pair: %w", err)
@@ -149,8 +166,7 @@ func (t *tlsFiles) current() (*tlsMaterial, error) {
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, fmt.Errorf("TLS CA %s: no certificates", t.flags.CA)
 	}
-	t.stamps, t.mat = stamps, &tlsMaterial{cert: cert, pool: pool}
-	return t.mat, nil
+	return &tlsMaterial{cert: cert, pool: pool}, nil
 }
 
 // reloadingCreds are TLS client credentials built from the current files for

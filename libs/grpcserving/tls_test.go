@@ -112,6 +112,12 @@ func TestTLSFilesReloaded(t *testing.T) {
 	require.NoError(t, check(), "before the rotation")
 
 	rotated := testcerts.Generate(t, t.TempDir(), "fnrunner-rotated")
+	// Mid-rotation the server's new certificate is there, its key not yet:
+	// the last good pair serves meanwhile.
+	data, err := os.ReadFile(rotated.Cert)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(server.Cert, data, 0o600))
+	assert.NoError(t, check(), "a half-rotated server refused connections")
 	install(serverDir, rotated)
 	assert.Error(t, check(), "the server still took the old CA's client after its files were rotated")
 	install(clientDir, rotated)

@@ -2,6 +2,7 @@ package imagematch
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -211,6 +212,20 @@ func sortedOwners(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
 	for o := range m {
 		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tags are the exact tags claimed for name under prefix (neither constraints
+// nor "every tag"), sorted: what a tag constraint from the caller can
+// resolve to without asking a registry.
+func (t *Table[T]) Tags(prefix, name string) []string {
+	var out []string
+	for _, r := range t.byName[name] {
+		if r.prefix == prefix && r.tag != anyTag && r.constraint == nil && !slices.Contains(out, r.tag) {
+			out = append(out, r.tag)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -274,6 +274,24 @@ func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
 	return meta, nil
 }
 
+// Tags lists the tags of repository (an image without tag or digest) from
+// its registry, through the same dial checks and credentials as Resolve.
+// Not cached: a caller resolving a tag constraint wants the registry's
+// current list.
+func (r *Resolver) Tags(ctx context.Context, repository string) ([]string, error) {
+	repo, err := name.NewRepository(repository, name.StrictValidation)
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: %w", repository, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tags, err := remote.List(repo, remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain), remote.WithTransport(r.transport))
+	if err != nil {
+		return nil, fmt.Errorf("repository %q: listing tags: %w", repository, clean(err))
+	}
+	return tags, nil
+}
+
 func (r *Resolver) store(image string, c cached) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -34,7 +34,13 @@ type EvaluateFunctionRequest struct {
 	ResourceList []byte `protobuf:"bytes,1,opt,name=resource_list,json=resourceList,proto3" json:"resource_list,omitempty"`
 	// The function image, e.g. "ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5"
 	// or the short form "set-namespace:v0.4.5".
-	Image         string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// Porch after April 2026 sends the image without a tag and this: an exact
+	// tag, or a semver constraint such as ">= 0.4.0 < 0.5.0" that the runner
+	// resolves. Porch's own proto names it "Tag" (field 3 of
+	// nephio-project/porch func/evaluator/evaluator.proto at 03a36aaa); the
+	// wire form is the same.
+	Tag           string `protobuf:"bytes,3,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -79,6 +85,13 @@ func (x *EvaluateFunctionRequest) GetResourceList() []byte {
 func (x *EvaluateFunctionRequest) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *EvaluateFunctionRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
 	}
 	return ""
 }
@@ -141,10 +154,11 @@ var File_evaluator_evaluator_proto protoreflect.FileDescriptor
 
 const file_evaluator_evaluator_proto_rawDesc = "" +
 	"\n" +
-	"\x19evaluator/evaluator.proto\x12\tevaluator\"T\n" +
+	"\x19evaluator/evaluator.proto\x12\tevaluator\"f\n" +
 	"\x17EvaluateFunctionRequest\x12#\n" +
 	"\rresource_list\x18\x01 \x01(\fR\fresourceList\x12\x14\n" +
-	"\x05image\x18\x02 \x01(\tR\x05image\"Q\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x10\n" +
+	"\x03tag\x18\x03 \x01(\tR\x03tag\"Q\n" +
 	"\x18EvaluateFunctionResponse\x12#\n" +
 	"\rresource_list\x18\x01 \x01(\fR\fresourceList\x12\x10\n" +
 	"\x03log\x18\x02 \x01(\fR\x03log2r\n" +

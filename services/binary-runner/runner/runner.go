@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -197,8 +199,15 @@ func (r *Runner) binaryRuntime(path string) (*fnexec.Binary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st, err := os.Stat(bin); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+	st, err := os.Stat(bin)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR),
+		err == nil && (!st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0):
 		return nil, fmt.Errorf("%w at %s in the binary-runner", ErrBinaryMissing, path)
+	case err != nil:
+		// Not a missing binary (permissions, I/O): the runner's problem,
+		// not a reason to run something else.
+		return nil, fmt.Errorf("binary %s: %w", path, err)
 	}
 	return &fnexec.Binary{Argv: []string{bin}, Options: r.opts.Exec}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -170,6 +171,8 @@ type StatusWriter struct {
 	lister *lister
 	client client.Client
 	log    *slog.Logger
+	// noConditions: the CRD served has no status.conditions (porch's).
+	noConditions atomic.Bool
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -199,6 +202,10 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	v := verdicts[req.NamespacedName]
 	want := obj.Status.DeepCopy()
 	SetStatus(want, obj.Generation, v)
+	if r.noConditions.Load() {
+		// Porch's CRD has no conditions: compare what it keeps.
+		want.Conditions = obj.Status.Conditions
+	}
 	if equality.Semantic.DeepEqual(*want, obj.Status) {
 		return reconcile.Result{}, nil
 	}
@@ -209,6 +216,11 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("patching status of %s: %w", req.NamespacedName, err)
+	}
+	if len(want.Conditions) > 0 && len(obj.Status.Conditions) == 0 {
+		// The apiserver dropped them (porch's own CRD): from now on they
+		// are not compared, or every reconcile would write again.
+		r.noConditions.Store(true)
 	}
 	r.log.Info("status written", "functionConfig", req.NamespacedName.String(), "generation", obj.Generation, "ready", v.Ready(), "problems", v.Problems)
 	return reconcile.Result{}, nil

@@ -86,6 +86,15 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	if tables == nil {
 		return nil, sendonce.NotSent("the gateway has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
+	var err error
+	if req.Tag != "" {
+		// The executors get the image with its tag, as older porch sends
+		// it, or (no claimed tag fits) the tag field for the pod executor.
+		req.Image, req.Tag, err = withTag(tables, req.Image, req.Tag)
+		if err != nil {
+			return nil, err
+		}
+	}
 	ref, err := imagematch.Parse(req.Image, tables.DefaultPrefix)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())

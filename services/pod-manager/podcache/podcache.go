@@ -331,6 +331,13 @@ func (l *loop) place(r *request) {
 		return
 	}
 	f := l.fn(r.fn.Key)
+	if len(f.queue) > 0 {
+		// Calls already wait for room: this one waits behind them.
+		r.queued = true
+		f.queue = append(f.queue, r)
+		l.dequeue(r.fn.Key)
+		return
+	}
 	best := l.leastLoaded(f)
 	if best == nil || (best.load() >= r.fn.PreferredMaxQueueLength && len(f.pods) < r.fn.MaxParallelExecutions) {
 		best = l.create(f, r.fn)
@@ -360,6 +367,7 @@ func (l *loop) dequeue(key Key) {
 		r := f.queue[0]
 		if r.ctx.Err() != nil {
 			f.queue = f.queue[1:]
+			r.queued = false
 			r.reply <- reply{err: r.ctx.Err()}
 			continue
 		}
@@ -457,6 +465,7 @@ func (l *loop) handle(e event) {
 			l.pods[p.name] = p
 			f := l.fn(p.fn)
 			f.pods = append(f.pods, p)
+			l.dequeue(p.fn)
 		}
 		return
 	}
@@ -505,6 +514,8 @@ func (l *loop) handle(e event) {
 		p.lastUsed = l.c.now()
 		r.reply <- reply{lease: l.lease(p)}
 	}
+	// Room left by waiting calls that gave up is a queued call's.
+	l.dequeue(p.fn)
 }
 
 // drop forgets a pod and deletes it (if it was created).
@@ -520,15 +531,15 @@ func (l *loop) drop(p *pod) {
 		delete(l.pods, p.name)
 		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
 	}
-	// Its room goes with it, but another pod may be started now.
-	defer l.dequeue(p.fn)
 }
 
-// remove drops a failed pod and places its waiting calls again.
+// remove drops a failed pod and places its waiting calls again, ahead of
+// the calls queued after them.
 func (l *loop) remove(p *pod, err error) {
 	l.drop(p)
 	waiting := p.waiting
 	p.waiting = nil
+	var again []*request
 	for _, r := range waiting {
 		r.pod = nil
 		r.attempts++
@@ -536,8 +547,12 @@ func (l *loop) remove(p *pod, err error) {
 			r.reply <- reply{err: err}
 			continue
 		}
-		l.place(r)
+		r.queued = true
+		again = append(again, r)
 	}
+	f := l.fn(p.fn)
+	f.queue = append(again, f.queue...)
+	l.dequeue(p.fn)
 }
 
 // retireIfIdle deletes a retired pod that has no calls left.
@@ -546,6 +561,7 @@ func (l *loop) retireIfIdle(p *pod) {
 		return
 	}
 	l.drop(p)
+	l.dequeue(p.fn)
 }
 
 func (l *loop) cancel(r *request) {
@@ -567,6 +583,8 @@ func (l *loop) cancel(r *request) {
 	for i, w := range p.waiting {
 		if w == r {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			// Its room on p may be a queued call's now.
+			l.dequeue(p.fn)
 			return
 		}
 	}
@@ -588,6 +606,7 @@ func (l *loop) collect() []string {
 			case p.load() == 0 && now.Sub(p.lastUsed) > p.ttl:
 				gone = append(gone, p.name)
 				l.drop(p)
+				l.dequeue(p.fn)
 			}
 		}
 	}
@@ -607,6 +626,8 @@ func (l *loop) expire(p *pod, waited time.Duration) {
 		r.reply <- reply{err: err}
 	}
 	p.waiting = nil
+	// Calls queued for room did not wait on it: they may have a new pod.
+	l.dequeue(p.fn)
 }
 
 func (l *loop) stats() map[Key]Stats {

@@ -384,3 +384,30 @@ func TestBurstWaitsForRoom(t *testing.T) {
 	assert.Len(t, got, 2, "pods created")
 	assert.Zero(t, c.Stats()[f.Key].Queued, "calls left queued")
 }
+
+// Room that frees up on a pod that is not ready yet (a waiting call gave
+// up) goes to the first queued call; a call that comes later queues behind
+// it rather than taking the room.
+func TestQueuedCallTakesRoomAWaitingCallLeft(t *testing.T) {
+	c, b, _ := start(t)
+	f := Function{Key: Key{Image: "p"}, MaxParallelExecutions: 1, PreferredMaxQueueLength: 1, MaxCallsPerPod: 1, TTL: time.Hour}
+	gaveUp, cancel := context.WithCancel(context.Background())
+	first := acquireAsync(c, gaveUp, f)
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Waiting == 1 }, wait, tick, "the first call waits on the pod")
+	queued := acquireAsync(c, context.Background(), f)
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 1 }, wait, tick, "the second call queues")
+	cancel()
+	require.ErrorIs(t, (<-first).err, context.Canceled)
+	require.Eventually(t, func() bool { s := c.Stats()[f.Key]; return s.Waiting == 1 && s.Queued == 0 }, wait, tick,
+		"the queued call did not take the room: %+v", c.Stats()[f.Key])
+	later := acquireAsync(c, context.Background(), f)
+	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 1 }, wait, tick, "the later call queues behind")
+	created, _ := b.names()
+	c.PodReady(created[0], "x:1")
+	r := <-queued
+	require.NoError(t, r.err)
+	r.lease.Release()
+	r = <-later
+	require.NoError(t, r.err)
+	r.lease.Release()
+}

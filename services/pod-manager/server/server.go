@@ -39,6 +39,8 @@ type Tables interface {
 // Resolver gives image metadata; *imagemeta.Resolver implements it.
 type Resolver interface {
 	Resolve(ctx context.Context, image string) (imagemeta.Metadata, error)
+	// Tags lists a repository's tags, for a tag constraint to resolve.
+	Tags(ctx context.Context, repository string) ([]string, error)
 }
 
 // Cache leases pods; *podcache.Cache implements it.
@@ -113,6 +115,14 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 }
 
 func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	if req.Tag != "" && !imagematch.HasTag(req.Image) {
+		image, err := s.withRegistryTag(ctx, req.Image, req.Tag)
+		if err != nil {
+			return nil, err
+		}
+		// The pod gets the image with its tag, as older porch sends it.
+		req.Image, req.Tag = image, ""
+	}
 	for attempt := 1; ; attempt++ {
 		lease, err := s.lease(ctx, req.Image)
 		if err != nil {
@@ -187,7 +197,7 @@ func toStatus(err error) error {
 		code = codes.Canceled
 	case errors.Is(err, imagematch.ErrInvalidImage), errors.As(err, &badName):
 		code = codes.InvalidArgument
-	case errors.As(err, &notClaimed):
+	case errors.As(err, &notClaimed), errors.Is(err, imagematch.ErrNoTag):
 		code = codes.NotFound
 	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides):
 		code = codes.FailedPrecondition
@@ -202,6 +212,33 @@ func toStatus(err error) error {
 		return sendonce.NotRun("%v; the function was not run", err)
 	}
 	return status.Error(code, err.Error())
+}
+
+// withRegistryTag resolves a tag field (porch after April 2026: an image
+// without tag, and an exact tag or a semver constraint) against the tags the
+// image's registry lists, as porch's pod evaluator does: the highest version
+// that satisfies the constraint.
+func (s *Server) withRegistryTag(ctx context.Context, image, tag string) (string, error) {
+	tables := s.tables.Await(ctx, tableWait)
+	if tables == nil {
+		return "", sendonce.NotSent("pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
+	}
+	if !imagematch.IsConstraint(tag) {
+		return image + ":" + tag, nil
+	}
+	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
+	if err != nil {
+		return "", fmt.Errorf("function %q: %w", image, err)
+	}
+	tags, err := s.resolver.Tags(ctx, ref.Repository())
+	if err != nil {
+		return "", fmt.Errorf("function %q: resolving tag %q: %w", image, tag, err)
+	}
+	best, err := imagematch.BestTag(tag, tags)
+	if err != nil {
+		return "", fmt.Errorf("function %q: %w", image, err)
+	}
+	return image + ":" + best, nil
 }
 
 // lease finds (or starts) a pod for image.

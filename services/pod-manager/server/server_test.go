@@ -70,6 +70,7 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 		resolver     *imagemeta.Resolver
 		runUnclaimed bool
 		image        string
+		tag          string
 		code         codes.Code
 		message      string
 		notSent      bool
@@ -95,6 +96,14 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 		{name: "templateOverrides.securityContext not allowed", tables: tables, resolver: good, image: "with-sc:v1",
 			code: codes.PermissionDenied, message: "templateOverrides.securityContext", opts: func(o *Options) { o.DenyOverrideSecurityContext = true }},
 		{name: "no pod before the deadline", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.DeadlineExceeded, message: "no pod was ready"},
+		// Porch after April 2026: an image without tag, and a tag field
+		// resolved against the registry's tags (fn has v1 only).
+		{name: "tag constraint resolved from the registry", tables: tables, resolver: good, runUnclaimed: true, image: "fn", tag: ">= 1.0.0",
+			code: codes.DeadlineExceeded, message: "no pod was ready"},
+		{name: "tag constraint no tag satisfies", tables: tables, resolver: good, runUnclaimed: true, image: "fn", tag: ">= 2.0.0",
+			code: codes.NotFound, message: "no tag satisfies"},
+		{name: "tag field neither tag nor constraint", tables: tables, resolver: good, runUnclaimed: true, image: "fn", tag: ">= two",
+			code: codes.InvalidArgument, message: "neither a tag nor a semver constraint"},
 	}
 	tpl := &templates.Templates{Pod: templates.DefaultPodTemplate("ns", "wrapper"), Service: templates.DefaultServiceTemplate("ns")}
 	for _, tt := range tests {
@@ -107,7 +116,7 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 			s := New(fixedTables{tt.tables}, tt.resolver, noPods{}, func() *templates.Templates { return tpl }, NewConns(1<<20), opts)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, err := s.EvaluateFunction(ctx, &evalwire.Request{Image: tt.image})
+			_, err := s.EvaluateFunction(ctx, &evalwire.Request{Image: tt.image, Tag: tt.tag})
 			require.Error(t, err)
 			assert.Equal(t, tt.code, status.Code(err), "%v", err)
 			assert.Contains(t, status.Convert(err).Message(), tt.message)

@@ -360,3 +360,76 @@ func TestFromPorchOverlay(t *testing.T) {
 		assert.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(o), got), "%s %s gone with the overlay", o.GetKind(), o.GetName())
 	}
 }
+
+// The mtls overlay: every service mounts a Secret that one of the overlay's
+// cert-manager Certificates fills, passes it with the three --tls-* flags,
+// and every address a service dials another by is a name that service's
+// certificate holds (TLS verifies the dialled name).
+func TestMTLSOverlay(t *testing.T) {
+	objs := render(t, "mtls")
+	certNames := map[string][]string{} // secret → dnsNames
+	var workloads []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Certificate":
+			secret, _, _ := unstructured.NestedString(o.Object, "spec", "secretName")
+			names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+			certNames[secret] = names
+		case "Deployment", "StatefulSet":
+			workloads = append(workloads, o)
+		}
+	}
+	require.Len(t, workloads, 4, "fnrunner's workloads")
+	// service name → the names its certificate holds.
+	serves := map[string][]string{}
+	var dialled []string
+	for _, w := range workloads {
+		containers, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
+		require.NotEmpty(t, containers)
+		c := containers[0].(map[string]any)
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		for _, flag := range []string{"--tls-cert=/etc/fnrunner/tls/tls.crt", "--tls-key=/etc/fnrunner/tls/tls.key", "--tls-ca=/etc/fnrunner/tls/ca.crt"} {
+			assert.Contains(t, args, flag, "%s", w.GetName())
+		}
+		for _, a := range args {
+			for _, f := range []string{"--config-address=", "--binary-runner-address=", "--pod-manager-address="} {
+				if v, ok := strings.CutPrefix(a, f); ok {
+					dialled = append(dialled, strings.Split(v, ",")...)
+				}
+			}
+		}
+		volumes, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
+		secret := ""
+		for _, v := range volumes {
+			if name, _, _ := unstructured.NestedString(v.(map[string]any), "name"); name == "tls" {
+				secret, _, _ = unstructured.NestedString(v.(map[string]any), "secret", "secretName")
+			}
+		}
+		require.Contains(t, certNames, secret, "%s mounts %q, which no Certificate fills", w.GetName(), secret)
+		serves[w.GetName()] = certNames[secret]
+	}
+	require.NotEmpty(t, dialled)
+	for _, addr := range dialled {
+		host := strings.TrimPrefix(addr, "dns:///")
+		host = host[:strings.LastIndex(host, ":")]
+		covered := false
+		for _, names := range serves {
+			for _, n := range names {
+				if n == host || strings.HasPrefix(n, "*.") && strings.HasSuffix(host, n[1:]) && !strings.Contains(strings.TrimSuffix(host, n[1:]), ".") {
+					covered = true
+				}
+			}
+		}
+		assert.True(t, covered, "address %s: no certificate names %s", addr, host)
+	}
+
+	// What is not cert-manager's applies to a real apiserver.
+	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	var plain []*unstructured.Unstructured
+	for _, o := range objs {
+		if !strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
+			plain = append(plain, o)
+		}
+	}
+	apply(t, env.Client, plain)
+}

@@ -28,12 +28,11 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
-	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
+	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
 const ns = "porch-fn-system"
@@ -287,23 +286,6 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	}
 }
 
-// porchManifest reads the objects of one of porch's manifests as an
-// operator has them installed (../shared/porch-manifests, unchanged).
-func porchManifest(t *testing.T, name string) []*unstructured.Unstructured {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(harness.Workspace(t), "..", "shared", "porch-manifests", name))
-	require.NoError(t, err, "porch's manifests are test data: put shared/ beside the repository")
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(string(data), "\n---") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.Object == nil || u.GetKind() == "" {
-			continue
-		}
-		out = append(out, u)
-	}
-	return out
-}
-
 // The from-porch overlay beside what porch installed: it holds none of
 // porch's kinds (no Namespace, CRD, FunctionConfig or template), so applying
 // it (and deleting it) leaves porch's objects exactly as they were.
@@ -312,14 +294,14 @@ func TestFromPorchOverlay(t *testing.T) {
 	ctx := context.Background()
 	var porch []*unstructured.Unstructured
 	for _, name := range []string{"config.porch.kpt.dev_functionconfigs.yaml", "config.porch.kpt.dev_servicetemplates.yaml"} {
-		porch = append(porch, porchManifest(t, name)...)
+		porch = append(porch, porchfiles.Objects(t, name)...)
 	}
 	for _, o := range porch {
 		require.NoError(t, env.Client.Create(ctx, o), "create %s", o.GetName())
 	}
 	waitCRDs(t, env.Client)
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	objs := append(porchManifest(t, "22-function-templates.yaml"), porchManifest(t, "23-function-configurations.yaml")...)
+	objs := append(porchfiles.Objects(t, "22-function-templates.yaml"), porchfiles.Objects(t, "23-function-configurations.yaml")...)
 	for i, o := range objs {
 		if o.GetKind() == "FunctionConfig" && i%2 == 0 {
 			o.SetFinalizers([]string{"config.porch.kpt.dev/functionconfig-porch-server", "config.porch.kpt.dev/functionconfig-function-runner"})

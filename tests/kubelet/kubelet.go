@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -35,6 +36,11 @@ type Kubelet struct {
 	WrapperServer string
 	// Entrypoints maps an image entrypoint (argv[0] after "--") to a local binary.
 	Entrypoints map[string]string
+	// Images are image configs by repository (an image without tag or
+	// digest): their Env and WorkingDir are the container's, under the pod
+	// spec's env, as a container runtime makes them. An image not here
+	// runs with this process's environment and working directory.
+	Images map[string]v1.Config
 
 	mu      sync.Mutex
 	next    int
@@ -160,6 +166,7 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 	}
 	cmd := exec.Command(k.WrapperServer, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	k.containerEnv(cmd, p)
 	if err := cmd.Start(); err != nil {
 		k.setStatus(ctx, p, corev1.PodFailed, "", false, nil)
 		return
@@ -232,6 +239,34 @@ func (k *Kubelet) writeEndpointSlice(ctx context.Context, p *corev1.Pod, ip stri
 	if err := k.Client.Create(ctx, es); err != nil && !apierrors.IsAlreadyExists(err) {
 		return
 	}
+}
+
+// containerEnv gives cmd the function container's environment and working
+// directory: the image config's Env and WorkingDir, then the container's
+// env (literal values) over them.
+func (k *Kubelet) containerEnv(cmd *exec.Cmd, p *corev1.Pod) {
+	image := podImage(p)
+	repo := image
+	if i := strings.Index(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	cfg, ok := k.Images[repo]
+	if !ok {
+		return
+	}
+	env := append([]string(nil), cfg.Env...)
+	for _, c := range p.Spec.Containers {
+		if c.Name != "function" {
+			continue
+		}
+		for _, e := range c.Env {
+			env = append(env, e.Name+"="+e.Value) // the later one wins, as in exec
+		}
+	}
+	cmd.Env = env
+	cmd.Dir = cfg.WorkingDir
 }
 
 func podImage(p *corev1.Pod) string {

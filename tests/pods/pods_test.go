@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,25 @@ func kubeconfig(t testing.TB, env *kubetest.Environment) string {
 	return p
 }
 
+// envScript is a function that answers with a ConfigMap holding two
+// variables of its environment and its working directory.
+const envScript = `#!/bin/sh
+cat > /dev/null
+cat <<END
+apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: env
+  data:
+    image: "$IMAGE_ENV"
+    functionconfig: "$FROM_FUNCTIONCONFIG"
+    cwd: "$(pwd)"
+END
+`
+
 func start(t testing.TB) *fixture {
 	t.Helper()
 	env := kubeEnvironment(t)
@@ -100,6 +120,11 @@ func start(t testing.TB) *fixture {
 	push("/fns/slow:v1", "/fn/slow")
 	push("/fns/steady:v1", "/fn/set-namespace")
 	push("/fns/flaky:v1", "/fn/set-namespace")
+	// A function that reports its environment and working directory: the
+	// image's ENV and WORKDIR, under the FunctionConfig's env override.
+	envImage := v1.Config{Entrypoint: []string{"/fn/env"}, WorkingDir: t.TempDir(),
+		Env: []string{"IMAGE_ENV=from-image", "FROM_FUNCTIONCONFIG=from-image"}}
+	reg.Push(t, host+"/fns/env:v1", envImage)
 
 	dir := t.TempDir()
 	configs := filepath.Join(dir, "configs")
@@ -111,6 +136,8 @@ func start(t testing.TB) *fixture {
 	slowFn := filepath.Join(dir, "slow")
 	script := "#!/bin/sh\nsleep 0.5\nexec " + harness.Binary(t, "FNRUNNER_SET_NAMESPACE") + "\n"
 	require.NoError(t, os.WriteFile(slowFn, []byte(script), 0o755))
+	envFn := filepath.Join(dir, "env")
+	require.NoError(t, os.WriteFile(envFn, []byte(envScript), 0o755))
 
 	pmArgs := []string{"--kubeconfig=" + kubeconfig(t, env), "--pod-namespace=" + ns, "--owner=replica-0", "--pod-address=pod-ip",
 		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms",
@@ -128,7 +155,8 @@ func start(t testing.TB) *fixture {
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer,
 		Entrypoints: map[string]string{"/fn/set-namespace": harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn,
-			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK")}}
+			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK"), "/fn/env": envFn},
+		Images: map[string]v1.Config{host + "/fns/env": envImage}}
 	k.FailImages("crashy", "CrashLoopBackOff")
 	k.FailFirstImage("/fns/flaky", "ImagePullBackOff")
 	go k.Run(ctx)
@@ -459,4 +487,18 @@ func TestTwoReplicasNeverFight(t *testing.T) {
 		assert.NoError(t, err, "replica-0's pod %s is gone after replica-1 restarted", name)
 	}
 	t.Logf("functions per replica: %v", owned)
+}
+
+// A function in a pod runs with its container's environment and working
+// directory, as in porch's pods: the image's ENV and WORKDIR, and the
+// FunctionConfig's env override over the image's value.
+func TestFunctionEnvironmentInAPod(t *testing.T) {
+	f := start(t)
+	resp, err := f.call(t, f.host+"/fns/env:v1")
+	require.NoError(t, err)
+	out := string(resp.GetResourceList())
+	assert.Regexp(t, `image: "?from-image"?\n`, out, "the image's ENV")
+	assert.Regexp(t, `functionconfig: "?from-functionconfig"?\n`, out, "the FunctionConfig's env override")
+	workdir := f.kubelet.Images[f.host+"/fns/env"].WorkingDir
+	assert.Regexp(t, `cwd: "?`+regexp.QuoteMeta(workdir)+`"?\n`, out, "the image's WORKDIR")
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,41 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
 	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
 // Porch's other components' finalizers, which the config-reconciler leaves
 // alone (../shared/porch-manifests/README.md).
 var porchFinalizers = []string{"config.porch.kpt.dev/functionconfig-porch-server", "config.porch.kpt.dev/functionconfig-controller"}
-
-// porchFile is one of porch's manifests as an operator has them installed
-// (../shared/porch-manifests, unchanged).
-func porchFile(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join(harness.Workspace(t), "..", "shared", "porch-manifests", name)
-	_, err := os.Stat(p)
-	require.NoError(t, err, "porch's manifests are test data: put shared/ beside the repository")
-	return p
-}
-
-// porchObjects reads the objects of one of porch's manifests.
-func porchObjects(t *testing.T, name string) []*unstructured.Unstructured {
-	t.Helper()
-	data, err := os.ReadFile(porchFile(t, name))
-	require.NoError(t, err)
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(string(data), "\n---") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.Object == nil || u.GetKind() == "" {
-			continue
-		}
-		out = append(out, u)
-	}
-	return out
-}
 
 // tick is how often Eventually looks.
 const tick = 20 * time.Millisecond
@@ -65,13 +38,13 @@ var fcGVK = schema.GroupVersionKind{Group: "config.porch.kpt.dev", Version: "v1a
 func TestPorchFunctionConfigsAsPorchHasThem(t *testing.T) {
 	crds := t.TempDir()
 	for _, name := range []string{"config.porch.kpt.dev_functionconfigs.yaml", "config.porch.kpt.dev_servicetemplates.yaml"} {
-		data, err := os.ReadFile(porchFile(t, name))
+		data, err := os.ReadFile(porchfiles.Path(t, name))
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(crds, name), data, 0o644))
 	}
 	f := startWith(t, crds)
 	ctx := context.Background()
-	fcs := porchObjects(t, "23-function-configurations.yaml")
+	fcs := porchfiles.Objects(t, "23-function-configurations.yaml")
 	require.Len(t, fcs, 19, "porch's FunctionConfigs")
 	specs := map[string]any{}
 	for i, o := range fcs {

@@ -34,6 +34,8 @@ type options struct {
 	configAddress       string
 	binaryRunnerAddress string
 	podManagerAddress   string
+	podManagerSRV       string
+	discoveryInterval   time.Duration
 	disableRuntimes     string
 	healthInterval      time.Duration
 	connectWait         time.Duration
@@ -52,6 +54,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runners (go and binary executors), calls balanced round-robin across them: host:port, dns:///name:port (every address of the name: use a headless Service so each replica gets calls), or a comma-separated list of host:port.")
 	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")
+	fs.StringVar(&o.podManagerSRV, "pod-manager-srv", "", `DNS SRV name of the pod-manager replicas instead of --pod-manager-address, e.g. "_grpc._tcp.fnrunner-pod-manager": the StatefulSet's headless Service lists one target per ordinal, looked up again every --pod-manager-discovery-interval, so scaling the StatefulSet needs no gateway change.`)
+	fs.DurationVar(&o.discoveryInterval, "pod-manager-discovery-interval", 10*time.Second, "How often --pod-manager-srv is looked up again.")
 	fs.StringVar(&o.disableRuntimes, "disable-runtimes", "", "Comma-separated executors not to use: go, binary (porch's name: exec), pod.")
 	fs.DurationVar(&o.healthInterval, "health-interval", 2*time.Second, "How often the executors' health is checked; the gateway is SERVING only with an executor table and a reachable executor.")
 	fs.DurationVar(&o.connectWait, "executor-connect-timeout", 10*time.Second, "How long a call waits for a connection to its executor service (e.g. while it restarts) before Unavailable. A call is never sent twice: one whose connection breaks after it was sent fails with Unavailable.")
@@ -126,6 +130,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 			routes = append(routes, server.Route{Kind: k, Client: server.Service{Client: evalwire.NewClient(runnerConn)}, Health: healthpb.NewHealthClient(runnerConn)})
 		}
 	}
+	var discovered *server.DiscoveredReplicas
+	if o.podManagerSRV != "" && o.podManagerAddress != "" {
+		return grpcserving.FlagError(fmt.Errorf("--pod-manager-srv and --pod-manager-address exclude each other"))
+	}
+	if o.podManagerSRV != "" && !off[executortable.Pod] {
+		discovered = server.NewDiscoveredReplicas(log, server.SRVLookup(o.podManagerSRV), func(addr string) (server.Replica, func(), error) {
+			conn, err := grpc.NewClient(addr, executorDial...)
+			if err != nil {
+				return server.Replica{}, nil, fmt.Errorf("pod-manager address %q: %w", addr, err)
+			}
+			return server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)},
+				func() { conn.Close() }, nil
+		})
+		routes = append(routes, server.Route{Kind: executortable.Pod, Client: discovered, Health: discovered, Unclaimed: true})
+	}
 	if o.podManagerAddress != "" && !off[executortable.Pod] {
 		var replicas server.Replicas
 		for _, addr := range strings.Split(o.podManagerAddress, ",") {
@@ -164,6 +183,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { cfg.Run(ctx); return nil })
+	if discovered != nil {
+		g.Go(func() error { discovered.Run(ctx, o.discoveryInterval); return nil })
+	}
 	g.Go(func() error {
 		ev.WatchHealth(ctx, o.healthInterval, func(s healthpb.HealthCheckResponse_ServingStatus) {
 			if ctx.Err() == nil {

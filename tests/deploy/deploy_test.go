@@ -379,6 +379,11 @@ func TestMTLSOverlay(t *testing.T) {
 					dialled = append(dialled, strings.Split(v, ",")...)
 				}
 			}
+			// The SRV record's targets: each replica's name, fully
+			// qualified in the cluster's domain.
+			if v, ok := strings.CutPrefix(a, "--pod-manager-srv=_grpc._tcp."); ok {
+				dialled = append(dialled, v+"-0."+v+"."+ns+".svc.cluster.local:9449")
+			}
 		}
 		volumes, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
 		secret := ""

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/imagematch"
+)
+
+// LookupFunc lists the replicas' addresses (host:port), e.g. from a DNS SRV
+// record.
+type LookupFunc func(ctx context.Context) ([]string, error)
+
+// DialFunc connects to the replica at address; close ends the connection.
+type DialFunc func(address string) (r Replica, close func(), err error)
+
+// SRVLookup lists the targets of the DNS SRV record name ("_grpc._tcp.
+// fnrunner-pod-manager": a headless Service's named port). For a
+// StatefulSet behind a headless Service the targets are the replicas' own
+// names (fnrunner-pod-manager-0.fnrunner-pod-manager...), one per ordinal.
+func SRVLookup(name string) LookupFunc {
+	return func(ctx context.Context) ([]string, error) {
+		_, srvs, err := net.DefaultResolver.LookupSRV(ctx, "", "", name)
+		if err != nil {
+			return nil, fmt.Errorf("looking up %s: %w", name, err)
+		}
+		var out []string
+		for _, s := range srvs {
+			out = append(out, net.JoinHostPort(strings.TrimSuffix(s.Target, "."), strconv.Itoa(int(s.Port))))
+		}
+		return out, nil
+	}
+}
+
+// DiscoveredReplicas are pod-manager replicas found by lookup, again every
+// interval (Run): scaling the StatefulSet needs no change to the gateway.
+// Calls use the replicas of the last lookup that succeeded, spread as
+// Replicas spreads them.
+type DiscoveredReplicas struct {
+	lookup LookupFunc
+	dial   DialFunc
+	log    *slog.Logger
+
+	mu       sync.RWMutex
+	replicas Replicas
+	closers  map[string]func()
+}
+
+var (
+	_ Executor      = (*DiscoveredReplicas)(nil)
+	_ HealthChecker = (*DiscoveredReplicas)(nil)
+)
+
+// NewDiscoveredReplicas returns replicas found by lookup and reached by dial;
+// there are none until Refresh or Run.
+func NewDiscoveredReplicas(log *slog.Logger, lookup LookupFunc, dial DialFunc) *DiscoveredReplicas {
+	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){}}
+}
+
+// Run refreshes the replicas every interval until ctx ends, then closes
+// their connections.
+func (d *DiscoveredReplicas) Run(ctx context.Context, interval time.Duration) {
+	defer d.close()
+	for {
+		if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("pod-manager replicas not refreshed: the last ones found stay", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// Refresh looks the replicas up once and connects to new ones; replicas no
+// longer found are dropped and their connections closed.
+func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
+	addrs, err := d.lookup(ctx)
+	if err != nil {
+		return err
+	}
+	slices.Sort(addrs)
+	addrs = slices.Compact(addrs)
+	if len(addrs) == 0 {
+		return fmt.Errorf("no pod-manager replica found")
+	}
+	d.mu.RLock()
+	var have []string
+	for _, r := range d.replicas {
+		have = append(have, r.Address)
+	}
+	d.mu.RUnlock()
+	if slices.Equal(have, addrs) {
+		return nil
+	}
+	next := make(Replicas, 0, len(addrs))
+	var dialErr error
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byAddr := map[string]Replica{}
+	for _, r := range d.replicas {
+		byAddr[r.Address] = r
+	}
+	for _, a := range addrs {
+		if r, ok := byAddr[a]; ok {
+			next = append(next, r)
+			continue
+		}
+		r, closer, err := d.dial(a)
+		if err != nil {
+			dialErr = err
+			continue
+		}
+		d.closers[a] = closer
+		next = append(next, r)
+	}
+	for _, r := range d.replicas {
+		if !slices.Contains(addrs, r.Address) {
+			if c := d.closers[r.Address]; c != nil {
+				c()
+			}
+			delete(d.closers, r.Address)
+		}
+	}
+	d.replicas = next
+	d.log.Info("pod-manager replicas", "addresses", addrs)
+	return dialErr
+}
+
+func (d *DiscoveredReplicas) current() Replicas {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.replicas
+}
+
+func (d *DiscoveredReplicas) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.closers {
+		c()
+	}
+	d.closers, d.replicas = map[string]func(){}, nil
+}
+
+// Evaluate implements Executor over the replicas found last.
+func (d *DiscoveredReplicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
+	return d.current().Evaluate(ctx, ref, req)
+}
+
+// Check implements HealthChecker over the replicas found last.
+func (d *DiscoveredReplicas) Check(ctx context.Context, in *healthpb.HealthCheckRequest, opts ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
+	return d.current().Check(ctx, in, opts...)
+}

@@ -47,6 +47,9 @@ type Kubelet struct {
 	running map[string]*exec.Cmd // by pod name
 	fail    map[string]string    // image substring → waiting reason
 	failOne map[string]string    // the same, for the first such pod only
+	// unschedulable and neverReady: image substrings whose pods are not
+	// scheduled, or run without ever passing readiness.
+	unschedulable, neverReady []string
 	started []string             // pods started, in order
 }
 
@@ -77,6 +80,22 @@ func (k *Kubelet) FailFirstImage(substr, reason string) {
 		k.failOne = map[string]string{}
 	}
 	k.failOne[substr] = reason
+}
+
+// Unschedulable leaves pods whose image contains substr unscheduled, as
+// the scheduler reports a pod no node can take.
+func (k *Kubelet) Unschedulable(substr string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.unschedulable = append(k.unschedulable, substr)
+}
+
+// NeverReady runs pods whose image contains substr without their readiness
+// probe ever passing.
+func (k *Kubelet) NeverReady(substr string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.neverReady = append(k.neverReady, substr)
 }
 
 // Run plays the node until ctx ends, then stops every wrapper-server.
@@ -150,8 +169,23 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 			delete(k.failOne, substr)
 		}
 	}
+	unschedulable, neverReady := contains(k.unschedulable, podImage(p)), contains(k.neverReady, podImage(p))
+	if unschedulable || neverReady {
+		k.running[p.Name] = nil
+	}
 	k.mu.Unlock()
 
+	switch {
+	case unschedulable:
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/1 nodes are available: 1 Insufficient cpu.", LastTransitionTime: metav1.Now()}}
+		_ = k.Client.Status().Update(ctx, p)
+		return
+	case neverReady:
+		k.setStatus(ctx, p, corev1.PodRunning, ip, false, nil)
+		return
+	}
 	if reason != "" {
 		k.setStatus(ctx, p, corev1.PodPending, "", false, &corev1.ContainerStateWaiting{Reason: reason, Message: "test kubelet: " + reason})
 		k.mu.Lock()
@@ -267,6 +301,15 @@ func (k *Kubelet) containerEnv(cmd *exec.Cmd, p *corev1.Pod) {
 	}
 	cmd.Env = env
 	cmd.Dir = cfg.WorkingDir
+}
+
+func contains(substrs []string, s string) bool {
+	for _, sub := range substrs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 func podImage(p *corev1.Pod) string {

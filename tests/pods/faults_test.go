@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,4 +171,39 @@ func TestBurstQueuesInThePodManager(t *testing.T) {
 		}
 	}
 	assert.LessOrEqual(t, started, 2, "set-namespace pods started (maxParallelExecutions 2): %v", f.kubelet.StartedPods())
+}
+
+// Pods that never become ready: one the scheduler cannot place, one whose
+// readiness never passes. Calls waiting on them fail with Unavailable naming
+// why once --pod-ready-timeout has passed (porch waits 60 s; 3 s here), not
+// at their own deadline, and the pods are deleted.
+func TestPodsThatNeverBecomeReady(t *testing.T) {
+	f := start(t)
+	f.kubelet.Unschedulable("/fns/unschedulable")
+	f.kubelet.NeverReady("/fns/unready")
+	for _, ref := range []string{"/fns/unschedulable:v1", "/fns/unready:v1"} {
+		f.registry.Push(t, f.host+ref, v1.Config{Entrypoint: []string{"/fn/set-namespace"}})
+	}
+	f.restartPodManager(t, "--pod-ready-timeout=3s")
+	for _, tc := range []struct{ image, why string }{
+		{"/fns/unschedulable:v1", "Unschedulable: 0/1 nodes are available"},
+		{"/fns/unready:v1", "readiness probe has not passed"},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			_, err := f.call(t, f.host+tc.image) // a deadline of a minute
+			require.Error(t, err)
+			assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+			assert.Contains(t, status.Convert(err).Message(), tc.why)
+			assert.Contains(t, status.Convert(err).Message(), "not ready after")
+			name := strings.TrimPrefix(strings.Split(tc.image, ":")[0], "/fns/")
+			require.Eventually(t, func() bool {
+				for _, p := range f.pods(t) {
+					if strings.HasPrefix(p.Name, name+"-") && p.DeletionTimestamp == nil {
+						return false
+					}
+				}
+				return true
+			}, harness.Wait, 20*time.Millisecond, "the pod that never became ready was not deleted")
+		})
+	}
 }

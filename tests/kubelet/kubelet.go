@@ -50,7 +50,7 @@ type Kubelet struct {
 	// unschedulable and neverReady: image substrings whose pods are not
 	// scheduled, or run without ever passing readiness.
 	unschedulable, neverReady []string
-	started []string             // pods started, in order
+	started                   []string // pods started, in order
 }
 
 // StartedPods returns the pods whose wrapper-server was started, in order.

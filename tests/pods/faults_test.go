@@ -207,3 +207,34 @@ func TestPodsThatNeverBecomeReady(t *testing.T) {
 		})
 	}
 }
+
+// A pod-manager replica is killed (SIGKILL) under load behind a gateway
+// that spreads functions over two replicas: only calls in flight on it fail
+// (Unavailable, not repeated); its functions' later calls go to the other
+// replica, which starts pods of its own for them.
+func TestPodManagerReplicaKilledUnderLoad(t *testing.T) {
+	f := start(t)
+	second, _ := f.startPodManager(t, "replica-1")
+	gw := f.startGateway(t, f.stack.PodManagerAddress, second)
+	images := []string{"set-namespace:v0.4.5", "steady:v1", "slow:v1"}
+	const calls, concurrency = 120, 6
+	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
+		func(ctx context.Context, i int) error {
+			_, err := gw.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + images[i%len(images)], ResourceList: []byte(input)})
+			return err
+		})
+	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
+	require.NoError(t, f.stack.Kill("pod-manager-replica-1"))
+	r := run.Wait()
+	ledger.Check(t, "pod-manager replica killed", r, codes.Unavailable)
+	assert.LessOrEqual(t, r.Codes[codes.Unavailable], concurrency, "calls Unavailable; at most the %d in flight may fail", concurrency)
+	assert.GreaterOrEqual(t, r.OK, calls-concurrency, "calls OK of %d", calls)
+	if err := r.Errors[codes.Unavailable]; err != nil {
+		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
+	}
+	// Every function is served after the kill, by the replica left.
+	for _, img := range images {
+		_, err := f.call(t, f.host+"/fns/"+img)
+		assert.NoError(t, err, "%s after replica-1 was killed", img)
+	}
+}

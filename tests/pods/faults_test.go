@@ -185,6 +185,9 @@ func TestPodsThatNeverBecomeReady(t *testing.T) {
 		f.registry.Push(t, f.host+ref, v1.Config{Entrypoint: []string{"/fn/set-namespace"}})
 	}
 	f.restartPodManager(t, "--pod-ready-timeout=3s")
+	wctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
+	defer cancel()
+	require.NoError(t, f.stack.WaitHealthy(wctx, "pod-manager"), "pod-manager after its restart")
 	for _, tc := range []struct{ image, why string }{
 		{"/fns/unschedulable:v1", "Unschedulable: 0/1 nodes are available"},
 		{"/fns/unready:v1", "readiness probe has not passed"},

@@ -177,10 +177,17 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 
 	switch {
 	case unschedulable:
-		p.Status.Phase = corev1.PodPending
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-			Message: "0/1 nodes are available: 1 Insufficient cpu.", LastTransitionTime: metav1.Now()}}
-		_ = k.Client.Status().Update(ctx, p)
+		// As the scheduler writes it; again on a conflict (the pod-manager
+		// may have written the pod meanwhile).
+		for range 20 {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+				Message: "0/1 nodes are available: 1 Insufficient cpu.", LastTransitionTime: metav1.Now()}}
+			err := k.Client.Status().Update(ctx, p)
+			if err == nil || !apierrors.IsConflict(err) || k.Client.Get(ctx, client.ObjectKeyFromObject(p), p) != nil {
+				return
+			}
+		}
 		return
 	case neverReady:
 		k.setStatus(ctx, p, corev1.PodRunning, ip, false, nil)

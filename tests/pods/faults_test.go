@@ -184,7 +184,9 @@ func TestPodsThatNeverBecomeReady(t *testing.T) {
 	for _, ref := range []string{"/fns/unschedulable:v1", "/fns/unready:v1"} {
 		f.registry.Push(t, f.host+ref, v1.Config{Entrypoint: []string{"/fn/set-namespace"}})
 	}
-	f.restartPodManager(t, "--pod-ready-timeout=3s")
+	// Without warm-up: the test kubelet starts pods one at a time, and
+	// warm pods would keep it from these for seconds.
+	f.restartPodManager(t, "--warm-up-pod-cache=false", "--pod-ready-timeout=3s")
 	wctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
 	defer cancel()
 	require.NoError(t, f.stack.WaitHealthy(wctx, "pod-manager"), "pod-manager after its restart")

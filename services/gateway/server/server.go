@@ -125,15 +125,23 @@ func (e *Evaluator) Serving(ctx context.Context) bool {
 		return false
 	}
 	for _, r := range e.routes {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := r.Health.Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return true
+		// A route's connection may balance over several replicas, one of
+		// them stopped (its check times out): a second check goes to
+		// another, so one stopped replica does not flip readiness.
+		for range healthAttempts {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			resp, err := r.Health.Check(cctx, &healthpb.HealthCheckRequest{})
+			cancel()
+			if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+				return true
+			}
 		}
 	}
 	return false
 }
+
+// healthAttempts is how many checks of one route Serving makes.
+const healthAttempts = 2
 
 // WatchHealth sets the gateway's health from Serving every interval until ctx ends.
 func (e *Evaluator) WatchHealth(ctx context.Context, interval time.Duration, set func(healthpb.HealthCheckResponse_ServingStatus)) {

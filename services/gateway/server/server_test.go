@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -113,4 +115,28 @@ func TestNoTableIsNotSent(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	assert.Contains(t, err.Error(), "config-reconciler")
 	assert.Empty(t, asked)
+}
+
+// alternating answers its checks by turns: NOT_SERVING (a stopped replica's
+// timeout), then SERVING (the other replica), as a round-robin connection
+// over two replicas does.
+type alternating struct{ n int }
+
+func (a *alternating) Check(context.Context, *healthpb.HealthCheckRequest, ...grpc.CallOption) (*healthpb.HealthCheckResponse, error) {
+	a.n++
+	if a.n%2 == 1 {
+		return nil, status.Error(codes.DeadlineExceeded, "stopped replica")
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// One route whose connection balances over a stopped and a serving replica
+// keeps the gateway SERVING at every check.
+func TestServingWithOneReplicaStopped(t *testing.T) {
+	h := &alternating{}
+	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tables()},
+		Route{Kind: executortable.Binary, Client: executor{kind: executortable.Binary, asked: new([]executortable.Kind)}, Health: h})
+	for range 6 {
+		assert.True(t, ev.Serving(context.Background()), "NOT_SERVING with one replica of two stopped")
+	}
 }

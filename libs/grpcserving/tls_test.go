@@ -19,6 +19,20 @@ import (
 	"github.com/fnrunner/fnrunner/tests/testcerts"
 )
 
+// checkLiveness asks the server at address for its liveness over a new
+// connection made with dial.
+func checkLiveness(ctx context.Context, address string, dial grpc.DialOption) error {
+	conn, err := grpc.NewClient(address, dial)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: grpcserving.LivenessService})
+	return err
+}
+
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	good := testcerts.Generate(t, dir, "fnrunner")
@@ -34,17 +48,7 @@ func TestMutualTLS(t *testing.T) {
 	defer cancel()
 	go func() { _ = srv.Serve(ctx, lis) }()
 
-	check := func(dial grpc.DialOption) error {
-		conn, err := grpc.NewClient(lis.Addr().String(), dial)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_, err = healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: grpcserving.LivenessService})
-		return err
-	}
+	check := func(dial grpc.DialOption) error { return checkLiveness(ctx, lis.Addr().String(), dial) }
 	client := grpcserving.TLSFlags{Cert: good.Cert, Key: good.Key, CA: good.CA}
 	mtls, err := client.DialOption()
 	require.NoError(t, err)
@@ -97,18 +101,8 @@ func TestTLSFilesReloaded(t *testing.T) {
 	go func() { _ = srv.Serve(ctx, lis) }()
 	dial, err := client.DialOption()
 	require.NoError(t, err)
-	check := func() error {
-		// A new connection: a handshake with the files as they are.
-		conn, err := grpc.NewClient(lis.Addr().String(), dial)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_, err = healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{Service: grpcserving.LivenessService})
-		return err
-	}
+	// Each check is a new connection: a handshake with the files as they are.
+	check := func() error { return checkLiveness(ctx, lis.Addr().String(), dial) }
 	require.NoError(t, check(), "before the rotation")
 
 	rotated := testcerts.Generate(t, t.TempDir(), "fnrunner-rotated")

@@ -13,7 +13,7 @@ var ErrNoTag = errors.New("no tag satisfies the constraint")
 
 // HasTag says whether image names a tag or a digest of its own.
 func HasTag(image string) bool {
-	return strings.Contains(image, "@") || strings.Contains(image[strings.LastIndex(image, "/")+1:], ":")
+	return strings.Contains(image, "@") || hasExplicitTag(image)
 }
 
 // BestTag is the tag of tags that a caller's tag field asks for: the field

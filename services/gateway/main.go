@@ -130,19 +130,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 			routes = append(routes, server.Route{Kind: k, Client: server.Service{Client: evalwire.NewClient(runnerConn)}, Health: healthpb.NewHealthClient(runnerConn)})
 		}
 	}
+	// dialReplica connects to one pod-manager replica.
+	dialReplica := func(addr string) (server.Replica, func(), error) {
+		conn, err := grpc.NewClient(addr, executorDial...)
+		if err != nil {
+			return server.Replica{}, nil, fmt.Errorf("pod-manager address %q: %w", addr, err)
+		}
+		return server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)},
+			func() { conn.Close() }, nil
+	}
 	var discovered *server.DiscoveredReplicas
 	if o.podManagerSRV != "" && o.podManagerAddress != "" {
 		return grpcserving.FlagError(fmt.Errorf("--pod-manager-srv and --pod-manager-address exclude each other"))
 	}
 	if o.podManagerSRV != "" && !off[executortable.Pod] {
-		discovered = server.NewDiscoveredReplicas(log, server.SRVLookup(o.podManagerSRV), func(addr string) (server.Replica, func(), error) {
-			conn, err := grpc.NewClient(addr, executorDial...)
-			if err != nil {
-				return server.Replica{}, nil, fmt.Errorf("pod-manager address %q: %w", addr, err)
-			}
-			return server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)},
-				func() { conn.Close() }, nil
-		})
+		discovered = server.NewDiscoveredReplicas(log, server.SRVLookup(o.podManagerSRV), dialReplica)
 		routes = append(routes, server.Route{Kind: executortable.Pod, Client: discovered, Health: discovered, Unclaimed: true})
 	}
 	if o.podManagerAddress != "" && !off[executortable.Pod] {
@@ -152,12 +154,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 			if addr == "" {
 				continue
 			}
-			conn, err := grpc.NewClient(addr, executorDial...)
+			r, closeConn, err := dialReplica(addr)
 			if err != nil {
-				return fmt.Errorf("pod-manager address %q: %w", addr, err)
+				return err
 			}
-			defer conn.Close()
-			replicas = append(replicas, server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)})
+			defer closeConn()
+			replicas = append(replicas, r)
 		}
 		if len(replicas) == 0 {
 			return grpcserving.FlagError(fmt.Errorf("--pod-manager-address %q names no address", o.podManagerAddress))

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
 // porchRunner is porch's function-runner container, as an operator has it
@@ -22,9 +23,9 @@ import (
 // its command line after the binary, and its environment.
 func porchRunner(t *testing.T) (argv, env []string) {
 	t.Helper()
-	path := filepath.Join(harness.Workspace(t), "..", "shared", "porch-manifests", "2-function-runner.yaml")
+	path := porchfiles.Path(t, "2-function-runner.yaml")
 	data, err := os.ReadFile(path)
-	require.NoError(t, err, "porch's manifests are test data: put shared/ beside the repository")
+	require.NoError(t, err)
 	for _, doc := range strings.Split(string(data), "\n---") {
 		var d appsv1.Deployment
 		if yaml.Unmarshal([]byte(doc), &d) != nil || d.Kind != "Deployment" {

@@ -175,8 +175,7 @@ func Start(cfg Config) (*Stack, error) {
 			return s, err
 		}
 		if err := s.start("binary-runner", cfg.Binaries.BinaryRunner, runnerAddress,
-			s.common(append(s.sandboxFlags(), "--functions="+cfg.FunctionsDir, "--port="+portOf(runnerAddress), "--config-address="+s.ConfigAddress)...),
-			cfg.extra(cfg.BinaryRunnerArgs)); err != nil {
+			s.binaryRunnerFlags(runnerAddress), cfg.extra(cfg.BinaryRunnerArgs)); err != nil {
 			return s, err
 		}
 	}
@@ -243,8 +242,13 @@ func (s *Stack) StartBinaryRunner(name string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return address, s.start(name, s.cfg.Binaries.BinaryRunner, address,
-		s.common(append(s.sandboxFlags(), "--functions="+s.cfg.FunctionsDir, "--port="+portOf(address), "--config-address="+s.ConfigAddress)...), args)
+	return address, s.start(name, s.cfg.Binaries.BinaryRunner, address, s.binaryRunnerFlags(address), args)
+}
+
+// binaryRunnerFlags are a binary-runner's flags: its port, the stack's
+// functions directory, the config-reconciler and the sandbox helper.
+func (s *Stack) binaryRunnerFlags(address string) []string {
+	return s.common(append(s.sandboxFlags(), "--functions="+s.cfg.FunctionsDir, "--port="+portOf(address), "--config-address="+s.ConfigAddress)...)
 }
 
 // StartWrapperServer starts a wrapper-server named name on a free loopback

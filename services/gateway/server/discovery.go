@@ -96,23 +96,19 @@ func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("no pod-manager replica found")
 	}
-	d.mu.RLock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byAddr := map[string]Replica{}
 	var have []string
 	for _, r := range d.replicas {
+		byAddr[r.Address] = r
 		have = append(have, r.Address)
 	}
-	d.mu.RUnlock()
 	if slices.Equal(have, addrs) {
 		return nil
 	}
 	next := make(Replicas, 0, len(addrs))
 	var dialErr error
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	byAddr := map[string]Replica{}
-	for _, r := range d.replicas {
-		byAddr[r.Address] = r
-	}
 	for _, a := range addrs {
 		if r, ok := byAddr[a]; ok {
 			next = append(next, r)

@@ -54,18 +54,42 @@ type Options struct {
 	Sandbox Wrapper
 }
 
-// Wrapper wraps a function's command line in a sandbox. The wrapped command
-// ends the function's whole process tree when it gets SIGTERM, exits with
-// the function's exit code, and reports on file descriptor 3 its own
-// failures (the function never ran) and the signal that killed the function.
+// Wrapper runs a function's process inside a sandbox. Its process ends the
+// function's whole process tree when it gets SIGTERM, exits with the
+// function's exit code, and reports on its Reports pipe its own failures
+// (the function never ran) and the signal that killed the function.
 type Wrapper interface {
-	// Wrap returns the command line running argv with dir as its private,
-	// writable directory, and a release to call once the run has ended.
-	Wrap(argv []string, dir string) (wrapped []string, release func(), err error)
-	// Report reads what the wrapped command wrote on descriptor 3: the
-	// signal that killed the function (0 if none), and the wrapper's own
-	// failure (nil if none).
+	// Start starts the call's process: possibly one started ahead of
+	// time, which gets the call now.
+	Start(c Call) (*Started, error)
+	// Report reads what the wrapper wrote on its Reports pipe: the signal
+	// that killed the function (0 if none), and the wrapper's own failure
+	// (nil if none).
 	Report(out []byte) (syscall.Signal, error)
+}
+
+// Call is what a Wrapper is asked to run.
+type Call struct {
+	// Argv is the function's command line.
+	Argv []string
+	// PrivateDir is the call's own writable directory.
+	PrivateDir string
+	// WorkDir is the function's working directory.
+	WorkDir string
+	// Env is the function's whole environment.
+	Env []string
+}
+
+// Started is a wrapper's process running one call. Run owns and closes
+// every field.
+type Started struct {
+	Process *os.Process
+	// Stdin is the function's standard input, Stdout and Stderr its
+	// output, Reports the wrapper's (the runner's ends of the pipes).
+	Stdin                   io.WriteCloser
+	Stdout, Stderr, Reports io.ReadCloser
+	// Release is called once the call has ended.
+	Release func()
 }
 
 // Binary is a function binary as a runtime: Run runs Argv on one
@@ -110,57 +134,20 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
-	cmdline := argv
-	var reports, reportsW *os.File
-	if opts.Sandbox != nil {
-		wrapped, release, err := opts.Sandbox.Wrap(argv, dir)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
-		}
-		defer release()
-		if reports, reportsW, err = os.Pipe(); err != nil {
-			return nil, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, argv[0], err)
-		}
-		defer reports.Close()
-		defer reportsW.Close()
-		cmdline = wrapped
-	}
-	cmd := exec.CommandContext(runCtx, cmdline[0], cmdline[1:]...)
-	cmd.Cancel = func() error { return killGroup(cmd.Process) }
-	if reportsW != nil {
-		cmd.ExtraFiles = []*os.File{reportsW}
-		// The wrapper ends the function's tree itself; a kill of its
-		// group would leave setsid escapees behind.
-		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	}
-	cmd.Dir = dir
+	workDir := dir
 	if opts.Dir != "" {
-		cmd.Dir = opts.Dir
+		workDir = opts.Dir
 	}
-	cmd.Env = append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
-	cmd.Stdin = stdin
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.WaitDelay = waitDelay
-
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
-	}
-	if reportsW != nil {
-		reportsW.Close() // the wrapper has its copy
-	}
-	waitErr := cmd.Wait()
-	// Whatever the function left running in its group goes with it.
-	_ = killGroup(cmd.Process)
+	env := append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
+	var state *os.ProcessState
 	var killedBy syscall.Signal
-	if reports != nil {
-		out, _ := io.ReadAll(io.LimitReader(reports, 4096))
-		sig, err := opts.Sandbox.Report(out)
-		if err != nil {
-			return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
-		}
-		killedBy = sig
+	if opts.Sandbox != nil {
+		state, killedBy, err = runWrapped(runCtx, opts.Sandbox, Call{Argv: argv, PrivateDir: dir, WorkDir: workDir, Env: env}, stdin, stdout, stderr)
+	} else {
+		state, err = runBare(runCtx, argv, workDir, env, stdin, stdout, stderr)
+	}
+	if errors.Is(err, fnresult.ErrStart) {
+		return nil, err
 	}
 
 	res := &fnresult.Result{ResourceList: stdout.Buffers(), Log: stderr.BytesWithNote()}
@@ -172,14 +159,13 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 			return res, fmt.Errorf("function did not finish: %w", ctxErr)
 		}
 	}
-	if waitErr != nil {
-		var ee *exec.ExitError
-		if !errors.As(waitErr, &ee) {
-			return res, fmt.Errorf("waiting for function: %w", waitErr)
-		}
-		res.ExitCode = ee.ExitCode()
+	if err != nil {
+		return res, err
+	}
+	if !state.Success() {
+		res.ExitCode = state.ExitCode()
 		xe := &fnresult.ExitError{Result: res}
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			xe.Signal = ws.Signal()
 		}
 		if killedBy != 0 {
@@ -188,6 +174,100 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 		return res, xe
 	}
 	return res, nil
+}
+
+// runBare runs argv as a child in a process group of its own, killed as a
+// whole at the end.
+func runBare(ctx context.Context, argv []string, dir string, env []string, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Cancel = func() error { return killGroup(cmd.Process) }
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = stdin
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = waitDelay
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
+	}
+	waitErr := cmd.Wait()
+	// Whatever the function left running in its group goes with it.
+	_ = killGroup(cmd.Process)
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return nil, fmt.Errorf("waiting for function: %w", waitErr)
+	}
+	return cmd.ProcessState, nil
+}
+
+// runWrapped runs c through w. When ctx ends, the wrapper gets SIGTERM (it
+// ends the function's tree itself: a kill of its group would leave setsid
+// escapees behind), and SIGKILL waitDelay later if it is still there.
+func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, syscall.Signal, error) {
+	st, err := w.Start(c)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)
+	}
+	defer st.Release()
+	defer st.Reports.Close()
+	go func() {
+		// A function that exits without reading all of it ends the
+		// copy with EPIPE, as os/exec ignores too.
+		_, _ = io.Copy(st.Stdin, stdin)
+		st.Stdin.Close()
+	}()
+	copied := make(chan struct{}, 2)
+	copyOut := func(w io.Writer, r io.ReadCloser) {
+		_, _ = io.Copy(w, r)
+		copied <- struct{}{}
+	}
+	go copyOut(stdout, st.Stdout)
+	go copyOut(stderr, st.Stderr)
+
+	waited := make(chan error, 1)
+	var state *os.ProcessState
+	go func() {
+		var err error
+		state, err = st.Process.Wait()
+		waited <- err
+	}()
+	var waitErr error
+	select {
+	case waitErr = <-waited:
+	case <-ctx.Done():
+		_ = st.Process.Signal(syscall.SIGTERM)
+		select {
+		case waitErr = <-waited:
+		case <-time.After(waitDelay):
+			_ = st.Process.Kill()
+			waitErr = <-waited
+		}
+	}
+	// The wrapper has reaped everything below it; a descriptor passed on
+	// outside it could still hold the pipes open, for waitDelay at most.
+	timeout := time.NewTimer(waitDelay)
+	defer timeout.Stop()
+	for range 2 {
+		select {
+		case <-copied:
+		case <-timeout.C:
+			st.Stdout.Close()
+			st.Stderr.Close()
+			<-copied
+		}
+	}
+	st.Stdout.Close()
+	st.Stderr.Close()
+	if waitErr != nil {
+		return nil, 0, fmt.Errorf("waiting for function: %w", waitErr)
+	}
+	out, _ := io.ReadAll(io.LimitReader(st.Reports, 4096))
+	sig, err := w.Report(out)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
+	}
+	return state, sig, nil
 }
 
 func killGroup(p *os.Process) error {

@@ -98,6 +98,9 @@ type Flags struct {
 	DirBytes uint64
 	// CPUMillis bounds a call's CPU time, in thousandths of a CPU (cgroup).
 	CPUMillis uint64
+	// WarmHelpers is how many helpers wait, started ahead of time, for
+	// the next calls.
+	WarmHelpers int
 	// TempDir is where the runner makes each call's private directory
 	// ("" = os.TempDir()): with the uid layer, every call's uid must be
 	// able to reach it.
@@ -112,6 +115,7 @@ type Defaults struct {
 	AddressSpace uint64
 	ReadOnly     []string
 	AnyConnect   bool
+	WarmHelpers  int
 }
 
 // SystemReadOnly are the read-only paths of the binary-runner's functions:
@@ -137,6 +141,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 		connectDefault = "any"
 	}
 	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid, userns and cgroup, each required: the service refuses to start when one is missing.`)
+	fs.IntVar(&f.WarmHelpers, "sandbox-warm-helpers", d.WarmHelpers, "Helpers (fnsandbox) started ahead of time, each waiting for one call, so that a call does not wait for a process to start; a call finding none ready starts its own. 0 = none.")
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
 	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
@@ -211,6 +216,7 @@ type Sandbox struct {
 	report    spec.Report
 
 	uids *uidPool
+	warm *warmPool
 }
 
 // Open finds out which layers are available, decides which to use by
@@ -272,7 +278,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: f.Helper, warm: newWarmPool(f.Helper, f.WarmHelpers, log), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
 	} else {
@@ -365,24 +371,55 @@ func Probe(ctx context.Context, helper string) (spec.Report, error) {
 	return spec.ParseReport(string(out))
 }
 
+// Close ends the helpers started ahead of time (--sandbox-warm-helpers);
+// calls after it start their own.
+func (s *Sandbox) Close() {
+	if s.warm != nil {
+		s.warm.close()
+	}
+}
+
 // Layers are the layers in use.
 func (s *Sandbox) Layers() []Layer { return slices.Clone(s.layers) }
 
 // Enabled says whether functions run in the sandbox at all.
 func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 
-// Wrap returns the command line that runs argv in the sandbox with dir as its
-// private, writable directory, and a release to call once it has ended.
-func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
+// Start runs c in the sandbox (fnexec.Wrapper): a warm helper gets the
+// call, or a new one is started when none is ready.
+func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
+	sp, release, err := s.spec(c.Argv, c.PrivateDir)
+	if err != nil {
+		return nil, err
+	}
+	sp.WorkDir, sp.Env = c.WorkDir, c.Env
+	if sp.Env == nil {
+		sp.Env = []string{}
+	}
+	st, err := s.warm.run(sp.Encode())
+	if err != nil {
+		release()
+		return nil, err
+	}
+	st.Release = func() {
+		release()
+		s.warm.refill()
+	}
+	return st, nil
+}
+
+// spec is the helper's spec for argv with dir as its private, writable
+// directory, and a release to call once the call has ended.
+func (s *Sandbox) spec(argv []string, dir string) (spec.Spec, func(), error) {
 	sp := spec.Spec{Limits: s.limits, UID: -1, GID: -1, PrivateDir: dir, Argv: argv}
 	// The helper does no PATH lookup and runs in the private directory:
 	// the binary is resolved here.
 	bin, err := exec.LookPath(argv[0])
 	if err != nil {
-		return nil, nil, fmt.Errorf("function binary: %w", err)
+		return spec.Spec{}, nil, fmt.Errorf("function binary: %w", err)
 	}
 	if bin, err = filepath.Abs(bin); err != nil {
-		return nil, nil, fmt.Errorf("function binary: %w", err)
+		return spec.Spec{}, nil, fmt.Errorf("function binary: %w", err)
 	}
 	sp.Path = bin
 	if slices.Contains(s.layers, Landlock) {
@@ -390,7 +427,7 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 		// opened through its target.
 		real, err := filepath.EvalSymlinks(bin)
 		if err != nil {
-			return nil, nil, fmt.Errorf("function binary: %w", err)
+			return spec.Spec{}, nil, fmt.Errorf("function binary: %w", err)
 		}
 		sp.Landlock = true
 		sp.ReadOnly = append(slices.Clone(s.readOnly), real)
@@ -412,12 +449,12 @@ func (s *Sandbox) Wrap(argv []string, dir string) ([]string, func(), error) {
 	if s.uids != nil {
 		id, err := s.uids.get()
 		if err != nil {
-			return nil, nil, err
+			return spec.Spec{}, nil, err
 		}
 		sp.UID, sp.GID = id, id
 		release = func() { s.uids.put(id) }
 	}
-	return append([]string{s.helper}, sp.Args()...), release, nil
+	return sp, release, nil
 }
 
 // AllowingConnect returns a sandbox like s whose functions may also open TCP

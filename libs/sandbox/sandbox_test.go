@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
@@ -46,9 +47,10 @@ func discard() *slog.Logger {
 // open is a sandbox with mode's layers and the binary-runner's paths.
 func open(t *testing.T, mode string, limits spec.Limits) *sandbox.Sandbox {
 	t.Helper()
-	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t), DirBytes: 8 << 20}
+	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t), DirBytes: 8 << 20, WarmHelpers: 2}
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
+	t.Cleanup(sb.Close)
 	return sb
 }
 
@@ -403,6 +405,13 @@ func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 			res, err = run(t, sb, 10*time.Second, `cat /dev/stdin > /dev/stdout; echo log > /dev/stderr`)
 			require.NoError(t, err, "log: %s", res.Log)
 			assert.Equal(t, "input", out(res))
+			// The working directory and environment it was given (the
+			// wrapper-server's are its container's), also below a
+			// tmpfs private directory (userns).
+			res, err = fnexec.Run(context.Background(), []string{"/bin/sh", "-c", `pwd; echo "$FOO"; test "$HOME" = "$TMPDIR" && touch "$HOME/x" && echo private`}, strings.NewReader(""),
+				fnexec.Options{Sandbox: sb, TempDir: tempRoot(t), Dir: "/usr/share", Env: []string{"FOO=a b=c"}})
+			require.NoError(t, err, "log: %s", res.Log)
+			assert.Equal(t, "/usr/share\na b=c\nprivate", out(res))
 			// No capabilities, root or not.
 			res, err = run(t, sb, 10*time.Second, `grep CapEff /proc/self/status 2>/dev/null || echo "CapEff: unreadable"`)
 			require.NoError(t, err)
@@ -423,6 +432,40 @@ func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 	var xe *fnresult.ExitError
 	require.ErrorAs(t, err, &xe)
 	assert.Equal(t, syscall.SIGXFSZ, xe.Signal, "killed by the file size limit: %v", err)
+}
+
+func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	var warm []int
+	require.Eventually(t, func() bool {
+		warm = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+		return len(warm) == 2
+	}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+	for _, pid := range warm {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	}
+	require.Eventually(t, func() bool {
+		for _, pid := range warm {
+			// Ended, all its threads too (then a parent may wait).
+			var info unix.Siginfo
+			if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "the helpers are dead")
+	for range 3 {
+		res, err := run(t, sb, 10*time.Second, `cat`)
+		require.NoError(t, err)
+		assert.Equal(t, "input", out(res), "a call given to a dead helper goes to another")
+	}
+	sb.Close()
+	require.Eventually(t, func() bool {
+		return len(processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })) == 0
+	}, 10*time.Second, 10*time.Millisecond, "no helper waits after Close")
+	res, err := run(t, sb, 10*time.Second, `cat`)
+	require.NoError(t, err)
+	assert.Equal(t, "input", out(res), "after Close, a call starts its own helper")
 }
 
 func cmdline(pid int) string {

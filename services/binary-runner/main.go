@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return err
 	})
 	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor and × %d on the binary executor (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight))
-	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly})
+	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -102,6 +102,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer sb.Close()
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "binary-runner", dialCreds)
 	if err != nil {
 		return err

@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	// The function's image is its whole file system: it may read all of
 	// it (the pod's template decides what is mounted) and, as in porch's
 	// pods, reach the network; it writes only to its temp dir.
-	o.sandbox.Register(fs, sandbox.Defaults{ReadOnly: []string{"/"}, AnyConnect: true})
+	o.sandbox.Register(fs, sandbox.Defaults{ReadOnly: []string{"/"}, AnyConnect: true, WarmHelpers: 1})
 	if err := fs.Parse(args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -133,6 +133,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
+	defer sb.Close()
 	lis, srv, err := o.common.Open(log, o.listenHost, o.port, nil, grpcserving.Config{
 		Name:           "wrapper-server",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},

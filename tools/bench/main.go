@@ -3,6 +3,8 @@
 //	bench load --address localhost:9445 --image set-namespace:v0.4.5 --input rl.yaml -n 200 -c 8
 //	bench catalog      (tools/bazel run //tools/bench:catalog) set-namespace on small and 3 MB
 //	                   inputs through the go and binary executors and as a bare exec, side by side
+//	bench sandbox      (tools/bazel run //tools/bench:sandbox) set-namespace run by fnexec in each
+//	                   sandbox layer set, with and without warm helpers, beside a bare exec
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +24,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 	"github.com/fnrunner/fnrunner/tools/localstack"
@@ -33,6 +39,9 @@ Commands:
   catalog  set-namespace on small and 3 MB inputs through the go and binary executors and as a
            bare exec of the same binary, side by side with ratios (run it with
            tools/bazel run //tools/bench:catalog)
+  sandbox  set-namespace on a 2 KB input run the way the binary-runner runs it (package fnexec),
+           in each sandbox layer set, with warm helpers and without, beside a bare exec
+           (tools/bazel run //tools/bench:sandbox)
 `
 
 func main() {
@@ -47,6 +56,8 @@ func main() {
 		err = loadCmd(ctx, os.Args[2:], os.Stdout)
 	case "catalog":
 		err = catalogCmd(ctx, os.Args[2:], os.Stdout)
+	case "sandbox":
+		err = sandboxCmd(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:
@@ -200,6 +211,92 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 		s := r.stats
 		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %.1f/s | %s |\n", r.scenario, s.Calls, s.Errors,
 			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Throughput(), ratio)
+	}
+	return nil
+}
+
+func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench sandbox", flag.ContinueOnError)
+	helper := fs.String("fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
+	function := fs.String("set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
+	n := fs.Int("n", 300, "Calls per row, one at a time.")
+	size := fs.Int("size", 2<<10, "Input size in bytes.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *helper == "" || *function == "" {
+		return errors.New("binaries not given: run tools/bazel run //tools/bench:sandbox")
+	}
+	for _, p := range []*string{helper, function} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	input := load.SetNamespaceInput(*size)
+	tempDir, err := os.MkdirTemp("", "bench-sandbox-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tempDir)
+	// Every call's uid must reach its private directory (uid layer).
+	if err := os.Chmod(tempDir, 0o711); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	type row struct {
+		name  string
+		stats load.Stats
+	}
+	var rows []row
+	bare := load.Run(ctx, *n, 1, func(context.Context) error {
+		cmd := exec.Command(*function)
+		cmd.Stdin = bytes.NewReader(input)
+		cmd.Stdout = io.Discard
+		return cmd.Run()
+	})
+	rows = append(rows, row{"bare exec (os/exec)", bare})
+	for _, r := range []struct {
+		mode string
+		warm int
+	}{
+		{"none", 0},
+		{"base", 0}, {"base", 4},
+		{"base,landlock", 4},
+		{"base,landlock,uid", 4},
+		{"base,landlock,uid,userns", 4},
+		{"base,landlock,uid,userns,cgroup", 4},
+	} {
+		flags := sandbox.Flags{Mode: r.mode, Helper: *helper, WarmHelpers: r.warm, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
+			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
+		sb, err := flags.Open(ctx, log)
+		name := fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d", r.mode, r.warm)
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", name, err)
+			continue
+		}
+		opts := fnexec.Options{TempDir: tempDir}
+		if sb.Enabled() {
+			opts.Sandbox = sb
+		}
+		time.Sleep(200 * time.Millisecond) // the warm helpers start
+		s := load.Run(ctx, *n, 1, func(ctx context.Context) error {
+			_, err := fnexec.Run(ctx, []string{*function}, bytes.NewReader(input), opts)
+			return err
+		})
+		sb.Close()
+		rows = append(rows, row{name, s})
+	}
+	fmt.Fprintf(out, "set-namespace v0.4.5 on %d bytes, one call at a time; + p50 = p50 - p50 of the bare exec\n\n", len(input))
+	fmt.Fprintf(out, "| scenario | n | errors | p50 | p90 | p99 | + p50 |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		s := r.stats
+		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %v |\n", r.name, s.Calls, s.Errors,
+			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), (s.P50 - bare.P50).Round(10*time.Microsecond))
+		if s.FirstError != nil {
+			fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
+		}
 	}
 	return nil
 }

@@ -22,12 +22,15 @@
 // SIGCHLD, so a function whose exit only a tracer sees, or that left its
 // process group, cannot hold it.
 //
-// "fnsandbox -probe" prints which layers this kernel and container allow.
+// "fnsandbox -warm" starts before its call and reads the call's spec on file
+// descriptor 4 (see awaitCall). "fnsandbox -probe" prints which layers this
+// kernel and container allow.
 package main
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -62,7 +65,12 @@ func main() {
 			return
 		}
 	}
-	s, err := spec.Parse(os.Args[1:])
+	var s spec.Spec
+	if len(os.Args) == 2 && os.Args[1] == spec.Warm {
+		s, err = awaitCall()
+	} else {
+		s, err = spec.Parse(os.Args[1:])
+	}
 	if err != nil {
 		fail(err)
 	}
@@ -71,6 +79,27 @@ func main() {
 		fail(err)
 	}
 	exitAs(ws)
+}
+
+// awaitCall is a warm helper's wait for its call: the runner started it
+// ahead of time, with the call's standard streams and report pipe already
+// in place, and writes the call's spec on descriptor 4 when one comes. Most
+// of a call's sandboxing cost, starting this Go process, is then paid
+// before the call. With no call (the runner closed the pipe or ended) it
+// exits quietly.
+func awaitCall() (spec.Spec, error) {
+	f := os.NewFile(4, "call")
+	b, err := io.ReadAll(io.LimitReader(f, spec.MaxEncoded+1))
+	f.Close()
+	switch {
+	case err != nil:
+		return spec.Spec{}, fmt.Errorf("reading the call: %w", err)
+	case len(b) == 0:
+		os.Exit(0)
+	case len(b) > spec.MaxEncoded:
+		return spec.Spec{}, fmt.Errorf("call larger than %d bytes", spec.MaxEncoded)
+	}
+	return spec.Decode(b)
 }
 
 // fail reports a sandbox failure (the function never ran) on file
@@ -122,6 +151,14 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 	if s.Inside {
 		if err := callMounts(s.PrivateDir, s.DirBytes); err != nil {
 			return 0, err
+		}
+	}
+	// A warm helper starts in "/". The one inside the call's namespaces
+	// inherits its working directory, unless the tmpfs just mounted on the
+	// private directory hid it (callMounts then entered the new one).
+	if s.WorkDir != "" && (!s.Inside || (s.DirBytes > 0 && s.WorkDir != s.PrivateDir)) {
+		if err := unix.Chdir(s.WorkDir); err != nil {
+			return 0, fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
 		}
 	}
 	if s.UID >= 0 {
@@ -341,8 +378,12 @@ func forkRestricted(s spec.Spec, reports bool) (int, error) {
 	// No Dir: the function inherits the helper's working directory (its
 	// private directory) without walking a path the call's uid may not
 	// reach.
+	env := s.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
-		Env:   os.Environ(),
+		Env:   env,
 		Files: files,
 		Sys:   sys,
 	})

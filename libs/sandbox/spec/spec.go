@@ -72,6 +72,12 @@ type Spec struct {
 	// DirBytes bounds the bytes of all files in PrivateDir together (a
 	// size-limited tmpfs, in the call's mount namespace); 0: not bounded.
 	DirBytes uint64
+	// WorkDir, when set, is the function's working directory (by default
+	// the helper's own).
+	WorkDir string
+	// Env, when set, is the function's environment (by default the
+	// helper's own).
+	Env []string
 	// Path is the function's executable (an absolute path), when Argv[0]
 	// is not.
 	Path string
@@ -82,6 +88,26 @@ type Spec struct {
 // Probe, given as the only argument, makes the helper report which layers it
 // can apply instead of running anything.
 const Probe = "-probe"
+
+// Warm, given as the only argument, makes the helper start before its call
+// is known and wait for the call's Spec on file descriptor 4 (Encode's
+// form, up to end of file); it exits quietly when none comes.
+const Warm = "-warm"
+
+// MaxEncoded bounds what a warm helper reads on descriptor 4.
+const MaxEncoded = 1 << 20
+
+// Encode is s as a warm helper reads it: Args separated by NUL bytes, which
+// no argument, path or environment entry can hold.
+func (s Spec) Encode() []byte { return []byte(strings.Join(s.Args(), "\x00")) }
+
+// Decode decodes Encode.
+func Decode(b []byte) (Spec, error) {
+	if len(b) == 0 {
+		return Spec{}, errors.New("fnsandbox: no call")
+	}
+	return Parse(strings.Split(string(b), "\x00"))
+}
 
 // Args is the helper's command line for s (without the helper itself).
 func (s Spec) Args() []string {
@@ -129,6 +155,12 @@ func (s Spec) Args() []string {
 	if s.Cgroup {
 		a = append(a, "-cgroup", "-memory-max="+strconv.FormatUint(s.MemoryMax, 10), "-pids-max="+strconv.FormatUint(s.PidsMax, 10), "-cpu-millis="+strconv.FormatUint(s.CPUMillis, 10))
 	}
+	if s.WorkDir != "" {
+		a = append(a, "-workdir="+s.WorkDir)
+	}
+	for _, e := range s.Env {
+		a = append(a, "-env="+e)
+	}
 	if s.Path != "" {
 		a = append(a, "-path="+s.Path)
 	}
@@ -160,6 +192,8 @@ func Parse(args []string) (Spec, error) {
 	})
 	fs.StringVar(&s.PrivateDir, "dir", "", "")
 	fs.StringVar(&s.Path, "path", "", "")
+	fs.StringVar(&s.WorkDir, "workdir", "", "")
+	fs.Func("env", "", func(v string) error { s.Env = append(s.Env, v); return nil })
 	fs.BoolVar(&s.Namespaces, "namespaces", false, "")
 	fs.BoolVar(&s.Inside, "inside", false, "")
 	fs.Uint64Var(&s.DirBytes, "dir-bytes", 0, "")

@@ -20,11 +20,18 @@ func TestArgsParseRoundTrip(t *testing.T) {
 			Argv: []string{"/fn", "-landlock", "--", "-uid=0"},
 		},
 		{Landlock: true, AnyConnect: true, UID: -1, GID: -1, Path: "/usr/bin/fn", Argv: []string{"fn"}},
+		// A value with spaces, "=" and a newline stays one value.
+		{UID: -1, GID: -1, WorkDir: "/work dir", Env: []string{"HOME=/tmp/x", "A=b=c d", "NL=1\n2"}, Argv: []string{"/fn", "a b"}},
 	} {
 		got, err := spec.Parse(s.Args())
 		require.NoError(t, err)
 		assert.Equal(t, s, got)
+		got, err = spec.Decode(s.Encode())
+		require.NoError(t, err)
+		assert.Equal(t, s, got)
 	}
+	_, err := spec.Decode(nil)
+	assert.Error(t, err, "a warm helper that got no call")
 }
 
 func TestParseRefuses(t *testing.T) {

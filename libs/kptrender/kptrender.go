@@ -5,8 +5,10 @@
 // FunctionResultList.
 //
 // Supported: mutators and validators with image plus configMap or
-// configPath. Not supported (reported as errors): exec functions,
-// selectors/exclude, subpackages.
+// configPath, and their selectors and exclude (kpt's semantics: a resource
+// goes to the function when it matches any selector, or there are none, and
+// matches no exclude; a mutator's output replaces what it was given).
+// Not supported (reported as errors): exec functions, subpackages.
 package kptrender
 
 import (
@@ -16,6 +18,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,9 +58,69 @@ type Function struct {
 	ConfigMap  map[string]string `yaml:"configMap"`
 	ConfigPath string            `yaml:"configPath"`
 	Name       string            `yaml:"name"`
-	Selectors  []any             `yaml:"selectors"`
-	Exclude    []any             `yaml:"exclude"`
+	Selectors  []Selector        `yaml:"selectors"`
+	Exclude    []Selector        `yaml:"exclude"`
 }
+
+// Selector picks resources for a pipeline function: every field set must
+// match.
+type Selector struct {
+	APIVersion  string            `yaml:"apiVersion"`
+	Kind        string            `yaml:"kind"`
+	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+// IsEmpty says that s sets no field (it then matches everything).
+func (s Selector) IsEmpty() bool {
+	return s.APIVersion == "" && s.Kind == "" && s.Name == "" && s.Namespace == "" && len(s.Labels) == 0 && len(s.Annotations) == 0
+}
+
+// Matches says whether every field s sets matches n.
+func (s Selector) Matches(n *yaml.RNode) bool {
+	match := func(want, got string) bool { return want == "" || want == got }
+	return match(s.APIVersion, n.GetApiVersion()) && match(s.Kind, n.GetKind()) &&
+		match(s.Name, n.GetName()) && match(s.Namespace, n.GetNamespace()) &&
+		subset(s.Labels, n.GetLabels()) && subset(s.Annotations, n.GetAnnotations())
+}
+
+func subset(want, got map[string]string) bool {
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			return false
+		}
+	}
+	return true
+}
+
+// selects says whether a function with these selectors and exclusions gets
+// n: it matches one of the selectors (or there are none) and none of the
+// non-empty exclusions.
+func selects(selectors, exclude []Selector, n *yaml.RNode) bool {
+	selected := len(selectors) == 0
+	for _, s := range selectors {
+		if s.Matches(n) {
+			selected = true
+			break
+		}
+	}
+	if !selected {
+		return false
+	}
+	for _, x := range exclude {
+		if !x.IsEmpty() && x.Matches(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceIDAnnotation marks each resource, while a function with
+// selectors runs, so that its output can be put back in place (kpt's
+// annotation, removed afterwards).
+const resourceIDAnnotation = "internal.config.k8s.io/kpt-resource-id"
 
 // ResultList is kpt's FunctionResultList.
 type ResultList struct {
@@ -97,10 +160,7 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	rw := &kio.LocalPackageReadWriter{
-		PackagePath:       dir,
-		PreserveSeqIndent: true,
-	}
+	rw := packageReadWriter(dir, false)
 	items, err := rw.Read()
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
@@ -137,6 +197,53 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 	return list, nil
 }
 
+// packageReadWriter reads and writes a package's resources as kpt does: its
+// YAML files and its Kptfile, which functions get too (the Kptfile is
+// local config: most functions leave it alone).
+func packageReadWriter(dir string, subpackages bool) *kio.LocalPackageReadWriter {
+	return &kio.LocalPackageReadWriter{
+		PackagePath:        dir,
+		PackageFileName:    "Kptfile",
+		MatchFilesGlob:     append([]string{"Kptfile"}, kio.MatchAll...),
+		IncludeSubpackages: subpackages,
+		PreserveSeqIndent:  true,
+		WrapBareSeqNode:    true,
+	}
+}
+
+// Eval runs one function on the package in dir, as `kpt fn eval` does: on
+// every resource of the package and its subpackages, the Kptfiles
+// included, with config as its functionConfig (nil: none); it writes the
+// package back when the function succeeded.
+func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *yaml.RNode, opts Options) (*ResultList, error) {
+	rw := packageReadWriter(dir, true)
+	items, err := rw.Read()
+	if err != nil {
+		return nil, fmt.Errorf("reading package %s: %w", dir, err)
+	}
+	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
+	list.Metadata.Name = "fnresults"
+	out, step, err := callFunction(ctx, ev, Function{Image: image}, items, config, opts)
+	if err != nil {
+		return list, err
+	}
+	list.Items = append(list.Items, *step)
+	if step.ExitCode != 0 {
+		list.ExitCode = 1
+		return list, nil
+	}
+	if err := rw.Write(out); err != nil {
+		return list, fmt.Errorf("writing package %s: %w", dir, err)
+	}
+	return list, nil
+}
+
+// ConfigMap is the functionConfig kpt makes of key/value arguments: a
+// ConfigMap named function-input.
+func ConfigMap(data map[string]string) (*yaml.RNode, error) {
+	return functionConfig(Function{ConfigMap: data}, nil)
+}
+
 // ReadKptfile reads dir/Kptfile.
 func ReadKptfile(dir string) (*Kptfile, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "Kptfile"))
@@ -156,13 +263,68 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 		return nil, nil, fmt.Errorf("exec functions are not supported (%s): fnrunner runs images", f.Exec)
 	case f.Image == "":
 		return nil, nil, errors.New("a pipeline function has no image")
-	case len(f.Selectors) > 0 || len(f.Exclude) > 0:
-		return nil, nil, fmt.Errorf("%s: selectors and exclude are not supported", f.Image)
 	}
 	config, err := functionConfig(f, items)
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(f.Selectors) == 0 && len(f.Exclude) == 0 {
+		return callFunction(ctx, ev, f, items, config, opts)
+	}
+	// Only the selected resources go to the function; its output takes
+	// their place, by kpt's resource ids: a selected resource missing from
+	// the output was deleted, an output without an id is new (appended).
+	var selected []*yaml.RNode
+	for i, it := range items {
+		if err := it.PipeE(yaml.SetAnnotation(resourceIDAnnotation, strconv.Itoa(i))); err != nil {
+			return nil, nil, err
+		}
+		if selects(f.Selectors, f.Exclude, it) {
+			selected = append(selected, it)
+		}
+	}
+	defer func() {
+		for _, it := range items {
+			_ = it.PipeE(yaml.ClearAnnotation(resourceIDAnnotation))
+		}
+	}()
+	out, step, err := callFunction(ctx, ev, f, selected, config, opts)
+	if err != nil || out == nil {
+		return out, step, err
+	}
+	byID := map[string]*yaml.RNode{}
+	var added []*yaml.RNode
+	for _, o := range out {
+		if id := o.GetAnnotations()[resourceIDAnnotation]; id != "" {
+			if _, dup := byID[id]; !dup {
+				byID[id] = o
+			}
+		} else {
+			added = append(added, o)
+		}
+	}
+	var merged []*yaml.RNode
+	for _, it := range items {
+		id := it.GetAnnotations()[resourceIDAnnotation]
+		switch o, ok := byID[id]; {
+		case !selects(f.Selectors, f.Exclude, it):
+			merged = append(merged, it)
+		case ok:
+			merged = append(merged, o)
+		}
+	}
+	merged = append(merged, added...)
+	for _, it := range merged {
+		if err := it.PipeE(yaml.ClearAnnotation(resourceIDAnnotation)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return merged, step, nil
+}
+
+// callFunction sends items and config to the function f names and returns
+// its output items (nil when it failed) and its StepResult.
+func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode, config *yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
 	input, err := BuildResourceList(items, config)
 	if err != nil {
 		return nil, nil, err

@@ -14,6 +14,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -128,6 +130,10 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 		return nil, fmt.Errorf("private working directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	// A sandbox's helper does not start in the runner's directory.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("private working directory: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -136,9 +142,11 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 
 	workDir := dir
 	if opts.Dir != "" {
-		workDir = opts.Dir
+		if workDir, err = filepath.Abs(opts.Dir); err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
 	}
-	env := append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...)
+	env := dedupEnv(append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...))
 	var state *os.ProcessState
 	var killedBy syscall.Signal
 	if opts.Sandbox != nil {
@@ -203,7 +211,9 @@ func runBare(ctx context.Context, argv []string, dir string, env []string, stdin
 
 // runWrapped runs c through w. When ctx ends, the wrapper gets SIGTERM (it
 // ends the function's tree itself: a kill of its group would leave setsid
-// escapees behind), and SIGKILL waitDelay later if it is still there.
+// escapees behind), and SIGKILL if it is still there waitDelay later. From
+// then, or from the wrapper's exit, the pipes have waitDelay to drain; the
+// copies are over when it returns (the input may be freed).
 func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, syscall.Signal, error) {
 	st, err := w.Start(c)
 	if err != nil {
@@ -211,16 +221,18 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	}
 	defer st.Release()
 	defer st.Reports.Close()
+	stdinDone := make(chan struct{})
 	go func() {
+		defer close(stdinDone)
 		// A function that exits without reading all of it ends the
 		// copy with EPIPE, as os/exec ignores too.
 		_, _ = io.Copy(st.Stdin, stdin)
 		st.Stdin.Close()
 	}()
-	copied := make(chan struct{}, 2)
+	outDone := make(chan struct{}, 2)
 	copyOut := func(w io.Writer, r io.ReadCloser) {
 		_, _ = io.Copy(w, r)
-		copied <- struct{}{}
+		outDone <- struct{}{}
 	}
 	go copyOut(stdout, st.Stdout)
 	go copyOut(stderr, st.Stderr)
@@ -233,28 +245,36 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 		waited <- err
 	}()
 	var waitErr error
+	var deadline *time.Timer
 	select {
 	case waitErr = <-waited:
+		deadline = time.NewTimer(waitDelay)
 	case <-ctx.Done():
 		_ = st.Process.Signal(syscall.SIGTERM)
+		deadline = time.NewTimer(waitDelay)
 		select {
 		case waitErr = <-waited:
-		case <-time.After(waitDelay):
+		case <-deadline.C:
 			_ = st.Process.Kill()
 			waitErr = <-waited
+			deadline.Reset(0)
 		}
 	}
+	defer deadline.Stop()
 	// The wrapper has reaped everything below it; a descriptor passed on
-	// outside it could still hold the pipes open, for waitDelay at most.
-	timeout := time.NewTimer(waitDelay)
-	defer timeout.Stop()
-	for range 2 {
+	// outside it could still hold the pipes open.
+	outputHeld := false
+	for pending := 2; pending > 0 || stdinDone != nil; {
 		select {
-		case <-copied:
-		case <-timeout.C:
+		case <-outDone:
+			pending--
+		case <-stdinDone:
+			stdinDone = nil
+		case <-deadline.C:
+			outputHeld = pending > 0
+			st.Stdin.Close()
 			st.Stdout.Close()
 			st.Stderr.Close()
-			<-copied
 		}
 	}
 	st.Stdout.Close()
@@ -262,12 +282,32 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	if waitErr != nil {
 		return nil, 0, fmt.Errorf("waiting for function: %w", waitErr)
 	}
+	if outputHeld && ctx.Err() == nil {
+		return nil, 0, fmt.Errorf("waiting for function: its output was still open %v after it ended", waitDelay)
+	}
 	out, _ := io.ReadAll(io.LimitReader(st.Reports, 4096))
 	sig, err := w.Report(out)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
 	return state, sig, nil
+}
+
+// dedupEnv keeps the last of equal names, as os/exec does.
+func dedupEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	out := make([]string, 0, len(last))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if last[name] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func killGroup(p *os.Process) error {

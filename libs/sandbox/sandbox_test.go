@@ -434,6 +434,24 @@ func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 	assert.Equal(t, syscall.SIGXFSZ, xe.Signal, "killed by the file size limit: %v", err)
 }
 
+// From a review: what os/exec did for the runner, the helper path does too.
+func TestHelperPathKeepsWhatOSExecDid(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	// Of two equal names, Options.Env's wins (a Go function reads the
+	// first PATH of its environment).
+	res, err := fnexec.Run(context.Background(), []string{"/usr/bin/env"}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t), Env: []string{"PATH=/opt/fn/bin:/usr/bin:/bin"}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(out(res), "PATH="), "one PATH: %s", out(res))
+	assert.Contains(t, out(res), "PATH=/opt/fn/bin:/usr/bin:/bin")
+	// A relative --temp-dir (the helper does not start in the runner's
+	// working directory).
+	root := tempRoot(t)
+	t.Chdir(root)
+	res, err = fnexec.Run(context.Background(), []string{"/bin/sh", "-c", "pwd"}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: "."})
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(out(res), root+"/fn-"), "working directory %q", out(res))
+}
+
 func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
 	var warm []int

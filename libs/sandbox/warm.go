@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -22,10 +23,19 @@ type warmPool struct {
 	size   int
 	log    *slog.Logger
 
+	// starts goes to the goroutine that starts every helper (see
+	// starter).
+	starts chan chan<- startResult
+
 	mu      sync.Mutex
 	ready   []*warmHelper
 	filling bool
 	closed  bool
+}
+
+type startResult struct {
+	h   *warmHelper
+	err error
 }
 
 // warmHelper is a started helper and the runner's ends of its pipes.
@@ -38,9 +48,30 @@ type warmHelper struct {
 }
 
 func newWarmPool(helper string, size int, log *slog.Logger) *warmPool {
-	p := &warmPool{helper: helper, size: max(size, 0), log: log}
+	p := &warmPool{helper: helper, size: max(size, 0), log: log, starts: make(chan chan<- startResult)}
+	go p.starter()
 	p.refill()
 	return p
+}
+
+// starter starts helpers, from a thread of its own for good: a helper's
+// parent-death signal fires when the thread that started it ends (the Go
+// runtime ends a thread whose goroutine exits locked to it), not only the
+// runner.
+func (p *warmPool) starter() {
+	runtime.LockOSThread()
+	for reply := range p.starts {
+		h, err := startHelper(p.helper)
+		reply <- startResult{h, err}
+	}
+}
+
+// start starts a helper on the starter's thread.
+func (p *warmPool) start() (*warmHelper, error) {
+	reply := make(chan startResult, 1)
+	p.starts <- reply
+	r := <-reply
+	return r.h, r.err
 }
 
 // run hands encoded (a spec.Spec) to a ready helper, or to one started now
@@ -51,7 +82,7 @@ func (p *warmPool) run(encoded []byte) (*fnexec.Started, error) {
 		h, warm := p.take()
 		if !warm {
 			var err error
-			if h, err = startHelper(p.helper); err != nil {
+			if h, err = p.start(); err != nil {
 				return nil, err
 			}
 		}
@@ -62,6 +93,9 @@ func (p *warmPool) run(encoded []byte) (*fnexec.Started, error) {
 		}
 		if _, err := h.call.Write(encoded); err != nil {
 			h.discard()
+			if warm {
+				continue // died just now
+			}
 			return nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
 		}
 		h.call.Close()
@@ -98,7 +132,7 @@ func (p *warmPool) refill() {
 				return
 			}
 			p.mu.Unlock()
-			h, err := startHelper(p.helper)
+			h, err := p.start()
 			p.mu.Lock()
 			if err != nil || p.closed {
 				p.filling = false

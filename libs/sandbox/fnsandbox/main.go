@@ -88,9 +88,20 @@ func main() {
 // before the call. With no call (the runner closed the pipe or ended) it
 // exits quietly.
 func awaitCall() (spec.Spec, error) {
+	// While it waits, its descriptors are the runner uid's to open
+	// through /proc, a function's too where no uid or Landlock layer
+	// separates them: not dumpable, they are not (a spec written there
+	// would run in a later call). Dumpable again after, as a helper's
+	// children need it for their uid maps.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return spec.Spec{}, fmt.Errorf("not dumpable: %w", err)
+	}
 	f := os.NewFile(4, "call")
 	b, err := io.ReadAll(io.LimitReader(f, spec.MaxEncoded+1))
 	f.Close()
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
+		return spec.Spec{}, fmt.Errorf("dumpable: %w", err)
+	}
 	switch {
 	case err != nil:
 		return spec.Spec{}, fmt.Errorf("reading the call: %w", err)
@@ -153,10 +164,9 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 			return 0, err
 		}
 	}
-	// A warm helper starts in "/". The one inside the call's namespaces
-	// inherits its working directory, unless the tmpfs just mounted on the
-	// private directory hid it (callMounts then entered the new one).
-	if s.WorkDir != "" && (!s.Inside || (s.DirBytes > 0 && s.WorkDir != s.PrivateDir)) {
+	// A warm helper starts in "/"; the one inside the call's namespaces
+	// inherits its working directory (and gets no WorkDir).
+	if s.WorkDir != "" {
 		if err := unix.Chdir(s.WorkDir); err != nil {
 			return 0, fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
 		}
@@ -234,9 +244,13 @@ func callMounts(dir string, dirBytes uint64) error {
 	if dir == "" || dirBytes == 0 {
 		return nil
 	}
+	cwd, _ := os.Getwd()
 	opts := "size=" + strconv.FormatUint(dirBytes, 10) + ",mode=0700"
 	if err := unix.Mount("fnrunner-call", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mounting a tmpfs of %d bytes on %s: %w", dirBytes, dir, err)
+	}
+	if cwd != dir {
+		return nil
 	}
 	// The working directory was the directory below the new mount.
 	if err := unix.Chdir(dir); err != nil {
@@ -434,6 +448,9 @@ func namespaces(s spec.Spec, sys *syscall.SysProcAttr, path string) (string, []s
 	}
 	inner := s
 	inner.Namespaces, inner.UID, inner.GID, inner.Path = false, -1, -1, path
+	// It starts in the working directory and with the environment it is
+	// to give the function (not on its command line, which anyone reads).
+	inner.WorkDir, inner.Env = "", nil
 	inner.Inside = true
 	inner.Cgroup = false // the call's cgroup holds this helper, and so the one inside
 	// The helper inside may not reach the binary by its path (it is the

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
+	"sigs.k8s.io/kustomize/kyaml/fn/runtime/runtimeutil"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -323,24 +324,54 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 }
 
 // callFunction sends items and config to the function f names and returns
-// its output items (nil when it failed) and its StepResult.
+// its output items (nil when it failed) and its StepResult. It goes
+// through kyaml's function filter, as kpt does, so that what the function
+// returns gets back the comments and field order of what it was given (a
+// function that re-encodes resources, as starlark does, loses both), and a
+// resource it adds gets a default path.
 func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode, config *yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
-	input, err := BuildResourceList(items, config)
-	if err != nil {
-		return nil, nil, err
-	}
 	image := f.Image
 	if opts.MapImage != nil {
 		image = opts.MapImage(image)
 	}
 	step := &StepResult{Image: f.Image}
-	start := time.Now()
-	resp, callErr := ev.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
-	step.Duration = time.Since(start)
-	if callErr != nil {
-		if status.Code(callErr) != codes.Internal {
-			return nil, nil, fmt.Errorf("%s: %w", f.Image, callErr)
-		}
+	var callErr error
+	filter := &runtimeutil.FunctionFilter{
+		FunctionConfig: config,
+		// Every resource is the function's; none is scoped out by the
+		// directory of its functionConfig.
+		GlobalScope:  true,
+		DeferFailure: true,
+		Run: func(in io.Reader, out io.Writer) error {
+			input, err := io.ReadAll(in)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			resp, err := ev.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
+			step.Duration = time.Since(start)
+			if err != nil {
+				callErr = err
+				return err
+			}
+			step.Stderr = string(resp.GetLog())
+			rl, err := resourcelist.Parse(resp.GetResourceList())
+			if err != nil {
+				callErr = err
+				return err
+			}
+			step.Results = rl.Results
+			_, err = out.Write(resp.GetResourceList())
+			return err
+		},
+	}
+	copies := make([]*yaml.RNode, len(items))
+	for i, it := range items {
+		copies[i] = it.Copy()
+	}
+	out, err := filter.Filter(copies)
+	switch {
+	case callErr != nil && status.Code(callErr) == codes.Internal:
 		// The function failed: its results and stderr are in the details.
 		step.ExitCode = 1
 		if d, ok := fnresult.FailureDetails(callErr); ok {
@@ -352,14 +383,12 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.R
 			step.Stderr = status.Convert(callErr).Message()
 		}
 		return nil, step, nil
-	}
-	step.Stderr = string(resp.GetLog())
-	rl, err := resourcelist.Parse(resp.GetResourceList())
-	if err != nil {
+	case callErr != nil:
+		return nil, nil, fmt.Errorf("%s: %w", f.Image, callErr)
+	case err != nil:
 		return nil, nil, fmt.Errorf("%s: %w", f.Image, err)
 	}
-	step.Results = rl.Results
-	return rl.Items, step, nil
+	return out, step, nil
 }
 
 // functionConfig builds a step's functionConfig: the package resource at

@@ -1,13 +1,16 @@
-// Conformance: every case of the KRM catalog corpus (../shared/krm-corpus,
-// see CORPUS.md there) and of this package's testdata (starlark cases in the
-// same format; their expected diffs are made by hand from the function's
-// documentation) rendered through the gateway, once with the go executor
-// and once with the binary executor, must give the expected exit code,
-// package diff and results.
+// Conformance: every case of the KRM catalog corpus (../shared/krm-corpus
+// and ../shared/krm-corpus-next/examples, see CORPUS.md there) and of this
+// package's testdata (starlark cases in the same format; their expected
+// diffs are made by hand from the function's documentation), rendered
+// (`kpt fn render`) or evaluated (`kpt fn eval`: testType eval, or an
+// exec.sh running kpt fn eval) through the gateway, once with the go
+// executor and once with the binary executor, must give the expected exit
+// code, package diff and results.
 package conformance_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,10 +31,16 @@ import (
 
 // The catalog versions fnrunner ships; the corpus uses old image names.
 var versions = map[string]string{
-	"set-namespace":      "v0.4.5",
-	"apply-setters":      "v0.2.2",
-	"apply-replacements": "v0.1.5",
-	"starlark":           "v0.5.5",
+	"set-namespace":         "v0.4.5",
+	"apply-setters":         "v0.2.2",
+	"apply-replacements":    "v0.1.5",
+	"starlark":              "v0.5.5",
+	"set-labels":            "v0.2.2",
+	"set-annotations":       "v0.1.5",
+	"set-image":             "v0.1.2",
+	"search-replace":        "v0.2.1",
+	"ensure-name-substring": "v0.1.1",
+	"upsert-resource":       "v0.2.1",
 }
 
 func mapImage(image string) string {
@@ -43,15 +52,21 @@ func mapImage(image string) string {
 	return image
 }
 
-// corpus finds ../shared/krm-corpus beside the repository.
-func corpus(t *testing.T) string {
+// corpora are ../shared/krm-corpus and ../shared/krm-corpus-next/examples
+// beside the repository.
+func corpora(t *testing.T) []string {
 	t.Helper()
-	if dir := os.Getenv("FNRUNNER_KRM_CORPUS"); dir != "" {
-		return dir
+	shared := filepath.Join(harness.Workspace(t), "..", "shared")
+	dirs := []string{filepath.Join(shared, "krm-corpus"), filepath.Join(shared, "krm-corpus-next", "examples")}
+	for i, env := range []string{"FNRUNNER_KRM_CORPUS", "FNRUNNER_KRM_CORPUS_NEXT"} {
+		if dir := os.Getenv(env); dir != "" {
+			dirs[i] = dir
+		}
 	}
-	return filepath.Join(harness.Workspace(t), "..", "shared", "krm-corpus")
+	return dirs
 }
 
+// cases are the directories below root with an .expected directory.
 func cases(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
@@ -59,8 +74,9 @@ func cases(t *testing.T, root string) []string {
 		if err != nil {
 			return err
 		}
-		if !d.IsDir() && d.Name() == "Kptfile" {
+		if d.IsDir() && d.Name() == ".expected" {
 			out = append(out, filepath.Dir(p))
+			return filepath.SkipDir
 		}
 		return nil
 	})
@@ -70,31 +86,40 @@ func cases(t *testing.T, root string) []string {
 }
 
 type expectedConfig struct {
-	TestType string `yaml:"testType"`
-	ExitCode int    `yaml:"exitCode"`
-	RunCount int    `yaml:"runCount"`
+	TestType string            `yaml:"testType"`
+	ExitCode int               `yaml:"exitCode"`
+	RunCount int               `yaml:"runCount"`
+	Image    string            `yaml:"image"`
+	Args     map[string]string `yaml:"args"`
+	FnConfig string            `yaml:"fnConfig"`
 }
 
 func TestCorpus(t *testing.T) {
-	root := corpus(t)
-	_, err := os.Stat(root)
-	// Never a skip: a run without the corpus has checked nothing.
-	require.NoError(t, err, "KRM corpus not found at %s: conformance cannot be checked. Put shared/ beside the repository (CI and checkouts have it at ../shared/krm-corpus) or set FNRUNNER_KRM_CORPUS.", root)
-	all := cases(t, root)
-	require.NotEmpty(t, all, "no cases under %s", root)
+	type corpusCase struct{ name, dir string }
+	var all []corpusCase
+	for _, root := range corpora(t) {
+		_, err := os.Stat(root)
+		// Never a skip: a run without the corpus has checked nothing.
+		require.NoError(t, err, "KRM corpus not found at %s: conformance cannot be checked. Put shared/ beside the repository (CI and checkouts have it at ../shared) or set FNRUNNER_KRM_CORPUS and FNRUNNER_KRM_CORPUS_NEXT.", root)
+		found := cases(t, root)
+		require.NotEmpty(t, found, "no cases under %s", root)
+		for _, dir := range found {
+			rel, _ := filepath.Rel(filepath.Dir(root), dir)
+			all = append(all, corpusCase{rel, dir})
+		}
+	}
 	own, err := filepath.Abs("testdata")
 	require.NoError(t, err)
 	ownCases := cases(t, own)
 	require.NotEmpty(t, ownCases, "no cases under %s", own)
+	for _, dir := range ownCases {
+		all = append(all, corpusCase{"testdata/" + filepath.Base(dir), dir})
+	}
 	for _, executor := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
 		t.Run(executor.name, func(t *testing.T) {
 			s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + executor.disable}})
-			for _, dir := range all {
-				rel, _ := filepath.Rel(root, dir)
-				t.Run(rel, func(t *testing.T) { runCase(t, s, dir) })
-			}
-			for _, dir := range ownCases {
-				t.Run("testdata/"+filepath.Base(dir), func(t *testing.T) { runCase(t, s, dir) })
+			for _, c := range all {
+				t.Run(c.name, func(t *testing.T) { runCase(t, s, c.dir) })
 			}
 		})
 	}
@@ -105,8 +130,11 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	if data, err := os.ReadFile(filepath.Join(src, ".expected", "config.yaml")); err == nil {
 		require.NoError(t, yaml.Unmarshal(data, &cfg))
 	}
-	if cfg.TestType != "" && cfg.TestType != "render" {
-		t.Skipf("testType %q is not run by this harness", cfg.TestType)
+	script, _ := os.ReadFile(filepath.Join(src, ".expected", "exec.sh"))
+	eval, err := evalOf(src, cfg, string(script))
+	require.NoError(t, err)
+	if eval == nil && cfg.TestType != "" && cfg.TestType != "render" {
+		t.Fatalf("testType %q is not run by this harness", cfg.TestType)
 	}
 	if cfg.RunCount == 0 {
 		cfg.RunCount = 1
@@ -117,7 +145,7 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	git(t, pkg, "init", "-q")
 	git(t, pkg, "add", "-A")
 	git(t, pkg, "commit", "-q", "-m", "original")
-	if script, err := os.ReadFile(filepath.Join(src, ".expected", "exec.sh")); err == nil && strings.Contains(string(script), "kpt pkg init") {
+	if strings.Contains(string(script), "kpt pkg init") {
 		pkgInit(t, pkg)
 	}
 
@@ -125,9 +153,16 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	for i := 0; i < cfg.RunCount; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var err error
-		list, err = kptrender.Render(ctx, pkg, s.Client(), kptrender.Options{MapImage: mapImage})
+		if eval != nil {
+			var config *yaml.RNode
+			if config, err = eval.config(pkg); err == nil {
+				list, err = kptrender.Eval(ctx, pkg, s.Client(), eval.image, config, kptrender.Options{MapImage: mapImage})
+			}
+		} else {
+			list, err = kptrender.Render(ctx, pkg, s.Client(), kptrender.Options{MapImage: mapImage})
+		}
 		cancel()
-		require.NoError(t, err, "render %d", i+1)
+		require.NoError(t, err, "run %d", i+1)
 	}
 	assert.Equal(t, cfg.ExitCode, list.ExitCode, "exit code; results: %+v", list.Items)
 
@@ -144,6 +179,127 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 		require.NoError(t, yaml.Unmarshal(data, &exp))
 		compareResults(t, list, &exp)
 	}
+}
+
+// evalCase is a `kpt fn eval` case: its image and its functionConfig, from
+// key/value arguments or a file of the package.
+type evalCase struct {
+	image    string
+	args     map[string]string
+	fnConfig string // relative to the package
+}
+
+// evalOf finds the kpt fn eval of a case: testType eval in its
+// .expected/config.yaml, or a `kpt fn eval` command line in its exec.sh;
+// nil if it has none.
+func evalOf(src string, cfg expectedConfig, script string) (*evalCase, error) {
+	if cfg.TestType == "eval" {
+		e := &evalCase{image: cfg.Image, args: cfg.Args}
+		if cfg.FnConfig != "" {
+			// Relative to .expected, where config.yaml is.
+			abs := filepath.Join(src, ".expected", cfg.FnConfig)
+			rel, err := filepath.Rel(src, abs)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				return nil, fmt.Errorf("fnConfig %q is not in the package", cfg.FnConfig)
+			}
+			e.fnConfig = rel
+		}
+		return e, nil
+	}
+	// Backslash-newlines join a command's lines.
+	for _, line := range strings.Split(strings.ReplaceAll(script, "\\\n", " "), "\n") {
+		words, err := shellWords(line)
+		if err != nil {
+			return nil, fmt.Errorf("exec.sh: %w", err)
+		}
+		if len(words) < 3 || words[0] != "kpt" || words[1] != "fn" || words[2] != "eval" {
+			continue
+		}
+		e := &evalCase{args: map[string]string{}}
+		for i := 3; i < len(words); i++ {
+			switch w := words[i]; {
+			case w == "--image" && i+1 < len(words):
+				e.image = words[i+1]
+				i++
+			case strings.HasPrefix(w, "--image="):
+				e.image = strings.TrimPrefix(w, "--image=")
+			case w == "--":
+				for _, kv := range words[i+1:] {
+					k, v, _ := strings.Cut(kv, "=")
+					e.args[k] = v
+				}
+				i = len(words)
+			}
+		}
+		if e.image == "" {
+			return nil, fmt.Errorf("exec.sh: kpt fn eval without --image: %q", line)
+		}
+		return e, nil
+	}
+	return nil, nil
+}
+
+// config is the case's functionConfig for the package copied to pkg.
+func (e *evalCase) config(pkg string) (*yaml.RNode, error) {
+	if e.fnConfig != "" {
+		data, err := os.ReadFile(filepath.Join(pkg, e.fnConfig))
+		if err != nil {
+			return nil, err
+		}
+		return yaml.Parse(string(data))
+	}
+	if len(e.args) == 0 {
+		return nil, nil
+	}
+	return kptrender.ConfigMap(e.args)
+}
+
+// shellWords splits a shell command line into words, with single and
+// double quotes (no expansion) and backslash escapes; a # starts a comment.
+func shellWords(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\'':
+			end := strings.IndexByte(line[i+1:], '\'')
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated quote in %q", line)
+			}
+			cur.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case c == '"':
+			end := strings.IndexByte(line[i+1:], '"')
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated quote in %q", line)
+			}
+			cur.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case c == '\\' && i+1 < len(line):
+			cur.WriteByte(line[i+1])
+			i++
+			inWord = true
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case c == '#' && !inWord:
+			i = len(line)
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
 }
 
 // compareResults compares what kpt prints, loosely: stderr is runtime-specific
@@ -222,4 +378,26 @@ func git(t *testing.T, dir string, args ...string) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "git %v\n%s", args, out)
 	return string(out)
+}
+
+func TestEvalOf(t *testing.T) {
+	script := "#! /bin/bash\n\n# shellcheck disable=SC2016\nkpt fn eval --image gcr.io/kpt-fn/search-replace:unstable --image-pull-policy never -- \\\nby-path='data.**' by-value-regex='(.*)nginx.com(.*)' put-comment='kpt-set: ${1}${host}${2}'\n"
+	e, err := evalOf("/pkg", expectedConfig{}, script)
+	require.NoError(t, err)
+	require.NotNil(t, e)
+	assert.Equal(t, "gcr.io/kpt-fn/search-replace:unstable", e.image)
+	assert.Equal(t, map[string]string{"by-path": "data.**", "by-value-regex": "(.*)nginx.com(.*)", "put-comment": "kpt-set: ${1}${host}${2}"}, e.args)
+
+	e, err = evalOf("/pkg", expectedConfig{}, "kpt pkg init\n")
+	require.NoError(t, err)
+	assert.Nil(t, e, "no kpt fn eval: a render case")
+
+	e, err = evalOf("/pkg", expectedConfig{TestType: "eval", Image: "upsert-resource:unstable", FnConfig: "../fn-config.yaml"}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "fn-config.yaml", e.fnConfig)
+	_, err = evalOf("/pkg", expectedConfig{TestType: "eval", FnConfig: "../../outside.yaml"}, "")
+	assert.Error(t, err, "a functionConfig outside the package")
+
+	_, err = shellWords("a 'b")
+	assert.Error(t, err)
 }

@@ -41,6 +41,7 @@ type benchFunction struct {
 var benchFunctions = []benchFunction{
 	{"set-namespace", "set-namespace:v0.4.5", "FNRUNNER_SET_NAMESPACE", "/fn/set-namespace", load.SetNamespaceInput},
 	{"starlark", "starlark:v0.5.5", "FNRUNNER_STARLARK", "/fn/starlark", load.StarlarkInput},
+	{"set-labels", "set-labels:v0.2.2", "FNRUNNER_SET_LABELS", "/fn/set-labels", load.SetLabelsInput},
 }
 
 var benchInputs = []struct {
@@ -78,7 +79,7 @@ func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {
 	return pb.NewFunctionEvaluatorClient(conn)
 }
 
-// BenchmarkMatrix measures set-namespace and starlark on small and 3 MiB
+// BenchmarkMatrix measures set-namespace, starlark and set-labels on small and 3 MiB
 // inputs through every executor (go, binary, pod warm, pod cold) at 1, 8 and
 // 64 calls in flight, next to a bare exec of the same binary. It prints a
 // markdown table and, with -bench-out, writes it and a chart per scenario.

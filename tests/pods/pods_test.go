@@ -155,7 +155,7 @@ func start(t testing.TB) *fixture {
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer,
 		Entrypoints: map[string]string{"/fn/set-namespace": harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn,
-			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK"), "/fn/env": envFn},
+			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK"), "/fn/set-labels": harness.Binary(t, "FNRUNNER_SET_LABELS"), "/fn/env": envFn},
 		Images: map[string]v1.Config{host + "/fns/env": envImage}}
 	k.FailImages("crashy", "CrashLoopBackOff")
 	k.FailFirstImage("/fns/flaky", "ImagePullBackOff")

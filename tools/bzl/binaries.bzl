@@ -22,8 +22,14 @@ POD_SERVICES = {
 FUNCTIONS = {
     "apply-replacements": "//services/binary-runner/functions:apply-replacements",
     "apply-setters": "//services/binary-runner/functions/apply-setters",
+    "ensure-name-substring": "//services/binary-runner/functions/ensure-name-substring",
+    "search-replace": "//services/binary-runner/functions/search-replace",
+    "set-annotations": "//services/binary-runner/functions/set-annotations",
+    "set-image": "//services/binary-runner/functions/set-image",
+    "set-labels": "//services/binary-runner/functions/set-labels",
     "set-namespace": "//services/binary-runner/functions:set-namespace",
     "starlark": "//services/binary-runner/functions/starlark",
+    "upsert-resource": "//services/binary-runner/functions/upsert-resource",
 }
 
 # Hostile test functions (tests/testfns), on top of FUNCTIONS.

@@ -12,6 +12,13 @@ import (
 	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/ensure-name-substring/ensurenamesubstring"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/search-replace/searchreplace"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-annotations/setannotations"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-image/setimage"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-labels/setlabels"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/upsert-resource/upsertresource"
 )
 
 // Functions returns the linked-in functions by ID (the catalog image name),
@@ -21,6 +28,15 @@ func Functions() map[string]Function {
 		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
 		"apply-setters":      {Version: "v0.2.2", Process: ApplySetters},
 		"apply-replacements": {Version: "v0.1.5", Process: applyreplacements.ApplyReplacements},
+		// fnrunner's own implementations (no module of theirs is served):
+		// the catalog's behaviour at the corpus's commit, answering the
+		// binary tag porch ships (see each package).
+		"ensure-name-substring": {Version: "v0.1.1", Process: ensurenamesubstring.Run},
+		"search-replace":        {Version: "v0.2.1", Process: searchreplace.Run},
+		"set-annotations":       {Version: "v0.1.5", Process: setannotations.Run},
+		"set-image":             {Version: "v0.1.2", Process: setimage.Run},
+		"set-labels":            {Version: "v0.2.2", Process: setlabels.Run},
+		"upsert-resource":       {Version: "v0.2.1", Process: upsertresource.Run},
 		// Scripts are written by users: one can end the Go runtime that
 		// runs it (unbounded recursion overflows the stack, a fatal error,
 		// not a panic), spin forever or write to fd 2. In a process of its

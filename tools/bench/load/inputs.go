@@ -22,6 +22,14 @@ func SetNamespaceInput(size int) []byte {
 	return []byte(b.String())
 }
 
+// SetLabelsInput is a ResourceList of about size bytes for set-labels.
+func SetLabelsInput(size int) []byte {
+	var b strings.Builder
+	items(&b, size)
+	b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    bench: \"yes\"\n    tier: web\n")
+	return []byte(b.String())
+}
+
 // StarlarkInput is a ResourceList of about size bytes for starlark, whose
 // program labels every item.
 func StarlarkInput(size int) []byte {

@@ -1,0 +1,115 @@
+// Package ensurenamesubstring is fnrunner's implementation of the KRM
+// function catalog's ensure-name-substring, as documented and as it behaves
+// at catalog commit 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25;
+// fnrunner's test corpus comes from that commit). The Go module proxy does
+// not serve the catalog's module, so this is written anew on kustomize's
+// public filters.
+//
+// The function makes every resource's name contain a substring, prepending
+// or appending it to names that lack it (names that already contain it are
+// left alone, so running the function again changes nothing). It leaves
+// the names of CustomResourceDefinitions, APIServices, Namespaces and
+// Kptfiles alone. Besides metadata.name it updates:
+//   - the additional name fields the functionConfig names;
+//   - the fields that refer to a renamed resource by name, as kustomize
+//     fixes name references (a ConfigMap's name in a Pod's volumes or env,
+//     a Secret's in a ServiceAccount, a ClusterRole's in a binding, ...);
+//   - references to renamed resources in kpt's depends-on annotation.
+//
+// Like the catalog function at that commit, it clears the kpt annotations
+// that place resources in files (path, index, sequence indent and id): kpt
+// then writes every resource to its default file, <namespace>/<kind>_<name>.yaml.
+// The catalog function did so because the kustomize version it was built
+// on drops those annotations along with its own build annotations; the
+// corpus records it, and this package keeps it so that its output is the
+// catalog's.
+package ensurenamesubstring
+
+import (
+	"fmt"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/api/hasher"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+var _ fn.ResourceListProcessorFunc = Run
+
+// Run is the function: it ensures the substring rl.FunctionConfig asks for
+// in the names of rl.Items. On failure it leaves the items as they were,
+// adds an error result and returns the error.
+func Run(rl *fn.ResourceList) (bool, error) {
+	if err := run(rl); err != nil {
+		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+		return false, err
+	}
+	return true, nil
+}
+
+func run(rl *fn.ResourceList) error {
+	cfg, err := ParseConfig(rl.FunctionConfig)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	m, err := newResMap(rl.Items)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
+	}
+	done, err := ensureNames(m, cfg)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := updateDependsOn(m.Resources(), done); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := fixNameReferences(m); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := clearBuildAnnotations(m.Resources()); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	rl.Items = fn.MoveToKubeObjects(m.ToRNodeSlice())
+	return nil
+}
+
+// newResMap makes a kustomize ResMap of copies of the items, local config
+// included.
+func newResMap(items fn.KubeObjects) (resmap.ResMap, error) {
+	nodes := make([]*yaml.RNode, len(items))
+	for i, o := range items {
+		nodes[i] = o.CopyToResourceNode()
+	}
+	rf := resource.NewFactory(&hasher.Hasher{})
+	rf.IncludeLocalConfigs = true
+	return resmap.NewFactory(rf).NewResMapFromRNodeSlice(nodes)
+}
+
+// clearBuildAnnotations removes kustomize's build annotations, which
+// include kpt's path, index, sequence indent and id annotations (see the
+// package comment), editing the annotations in place so that the rest of
+// each resource keeps its layout, and removes an annotations map left
+// empty.
+func clearBuildAnnotations(resources []*resource.Resource) error {
+	for _, r := range resources {
+		annotations := r.GetAnnotations()
+		cleared := false
+		for _, key := range resource.BuildAnnotations {
+			if _, ok := annotations[key]; !ok {
+				continue
+			}
+			if err := r.PipeE(yaml.ClearAnnotation(key)); err != nil {
+				return fmt.Errorf("%s: clearing %s: %w", describe(r), key, err)
+			}
+			cleared = true
+		}
+		if !cleared {
+			continue
+		}
+		if err := r.PipeE(yaml.Lookup(yaml.MetadataField), yaml.FieldClearer{Name: yaml.AnnotationsField, IfEmpty: true}); err != nil {
+			return fmt.Errorf("%s: clearing empty annotations: %w", describe(r), err)
+		}
+	}
+	return nil
+}

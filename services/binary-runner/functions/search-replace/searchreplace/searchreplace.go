@@ -1,0 +1,121 @@
+// Package searchreplace is fnrunner's own implementation of the KRM function
+// catalog's search-replace function, written to the documented behaviour of
+// search-replace at github.com/kptdev/krm-functions-catalog commit
+// 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25), the catalog version
+// fnrunner's KRM corpus was taken from.
+//
+// The functionConfig is a ConfigMap (the function reads the data of any
+// kind) whose keys are matchers and mutators:
+//
+//   - by-value: the field's value is exactly this;
+//   - by-value-regex: the field's whole value matches this RE2 expression
+//     (no ^ or $ needed);
+//   - by-path: the field's path matches this expression: elements separated
+//     by ".", list elements as name[index], "*" for any one element or index,
+//     "**" for any number of elements;
+//   - by-file-path: only resources from files matching this glob (relative,
+//     slash-separated; "**" for any number of directories);
+//   - put-value: set matching fields to this value;
+//   - put-comment: set this line comment on matching fields.
+//
+// Matchers are ANDed; by-value and by-value-regex exclude each other, and a
+// field matches only if at least one of by-value, by-value-regex and by-path
+// is given. Both mutators apply when both are given; ${N} in them stands for
+// capture group N of by-value-regex. When put-value comes with an absolute
+// by-path (no wildcard, no list index) and no value matcher, the field is set
+// on every resource, created where missing. When put-comment comes with
+// by-path and no value matcher, the keys of the non-empty list fields by-path
+// matches get the comment too, as it is.
+//
+// Results: one per matched field, without severity, "Matched field value
+// %q" or, with a mutator, "Mutated field value to %q", with the field path
+// and the file path; "no matches" when nothing matched; a bad config or a
+// failed mutation is one error result, "failed to perform search-replace
+// operation: %q", and no resource changes.
+//
+// kpt's own bookkeeping annotations (config.kubernetes.io/path, index, id
+// and internal.config.kubernetes.io/*) are not searched.
+package searchreplace
+
+import (
+	"fmt"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// Run is the search-replace function as a fn.ResourceListProcessorFunc. It
+// returns false (the function failed) when the functionConfig is invalid or
+// a mutation fails; the reason is in rl.Results and rl.Items are unchanged.
+func Run(rl *fn.ResourceList) (bool, error) {
+	cfg, err := ConfigFrom(rl.FunctionConfig)
+	if err == nil {
+		var matches []Match
+		if matches, err = Search(rl.Items, cfg); err == nil {
+			rl.Results = append(rl.Results, results(matches, cfg)...)
+			return true, nil
+		}
+	}
+	rl.Results = append(rl.Results, &fn.Result{
+		Message:  fmt.Sprintf("failed to perform search-replace operation: %q", err.Error()),
+		Severity: fn.Error,
+	})
+	return false, nil
+}
+
+// Search runs cfg on items and returns the fields it matched. Items are
+// replaced by their updated copies only when every resource succeeded.
+func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
+	s, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var matches []Match
+	nodes := make([]*yaml.RNode, len(items))
+	for i, obj := range items {
+		nodes[i] = obj.CopyToResourceNode()
+		m, err := s.search(nodes[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", resourceName(obj), err)
+		}
+		matches = append(matches, m...)
+	}
+	if s.mutates() {
+		for i := range items {
+			items[i] = fn.MoveToKubeObject(nodes[i])
+		}
+	}
+	return matches, nil
+}
+
+// results turns matches into the function's results.
+func results(matches []Match, cfg Config) fn.Results {
+	if len(matches) == 0 {
+		return fn.Results{{Message: "no matches"}}
+	}
+	format := "Matched field value %q"
+	if cfg.PutValue != "" || cfg.PutComment != "" {
+		format = "Mutated field value to %q"
+	}
+	out := make(fn.Results, 0, len(matches))
+	for _, m := range matches {
+		r := &fn.Result{
+			Message: fmt.Sprintf(format, m.Value),
+			Field:   &fn.Field{Path: m.FieldPath},
+		}
+		if m.FilePath != "" {
+			r.File = &fn.File{Path: m.FilePath}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// resourceName names a resource in errors: Kind/namespace/name, or
+// Kind/name without a namespace.
+func resourceName(obj *fn.KubeObject) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return obj.GetKind() + "/" + ns + "/" + obj.GetName()
+	}
+	return obj.GetKind() + "/" + obj.GetName()
+}

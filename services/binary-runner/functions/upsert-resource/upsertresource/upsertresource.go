@@ -1,0 +1,250 @@
+// Package upsertresource is fnrunner's implementation of the KRM function
+// catalog's upsert-resource, as documented and as it behaves at catalog
+// commit 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25; fnrunner's
+// test corpus comes from that commit). The Go module proxy does not serve
+// the catalog's module, so this is written anew.
+//
+// The functionConfig is the resource to upsert, or a List (kind List, any
+// apiVersion) whose items are the resources to upsert, in order. Each one
+// replaces every resource of the package with the same identity: group
+// (from apiVersion; the version does not count), kind, namespace and name.
+// A replacement keeps the replaced resource's place (kpt's path and index
+// annotations). A resource that replaces nothing is added; kpt writes it to
+// its default file, <namespace>/<kind>_<name>.yaml, unless it has the
+// config.kubernetes.io/target-path annotation, which names its file. That
+// annotation also narrows the replacement to resources in that file, and is
+// not written out. Resources carrying kpt v0's function annotations
+// (config.kubernetes.io/function or config.k8s.io/function) are never
+// replaced, and those annotations are not copied from the functionConfig.
+package upsertresource
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
+	"sigs.k8s.io/kustomize/kyaml/resid"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// TargetPathAnnotation, on a resource to upsert, names the package file it
+// goes to.
+const TargetPathAnnotation = "config.kubernetes.io/target-path"
+
+// listKind is the kind of functionConfig that wraps several resources.
+const listKind = "List"
+
+var _ fn.ResourceListProcessorFunc = Run
+
+// errNoConfig is returned for a ResourceList without a functionConfig.
+var errNoConfig = errors.New("no functionConfig: want the resource to upsert, or a List of them")
+
+// Run is the function: it upserts the resources of rl.FunctionConfig into
+// rl.Items. On failure it leaves the items as they were, adds an error
+// result and returns the error.
+func Run(rl *fn.ResourceList) (bool, error) {
+	if err := run(rl); err != nil {
+		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+		return false, err
+	}
+	return true, nil
+}
+
+func run(rl *fn.ResourceList) error {
+	inputs, err := resourcesToUpsert(rl.FunctionConfig)
+	if err != nil {
+		return fmt.Errorf("upsert-resource: %w", err)
+	}
+	items := make([]*yaml.RNode, len(rl.Items))
+	for i, o := range rl.Items {
+		items[i] = o.CopyToResourceNode()
+	}
+	for _, in := range inputs {
+		if items, err = upsert(items, in); err != nil {
+			return fmt.Errorf("upsert-resource: %s %q: %w", in.GetKind(), in.GetName(), err)
+		}
+	}
+	rl.Items = fn.MoveToKubeObjects(items)
+	return nil
+}
+
+// resourcesToUpsert returns the functionConfig, or the items of a List.
+func resourcesToUpsert(o *fn.KubeObject) ([]*yaml.RNode, error) {
+	if o == nil || o.IsEmpty() {
+		return nil, errNoConfig
+	}
+	config := o.CopyToResourceNode()
+	if config.GetKind() != listKind {
+		if err := validate(config); err != nil {
+			return nil, fmt.Errorf("functionConfig: %w", err)
+		}
+		return []*yaml.RNode{config}, nil
+	}
+	items := config.Field("items")
+	if items == nil || yaml.IsMissingOrNull(items.Value) {
+		return nil, nil
+	}
+	resources, err := items.Value.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("functionConfig List items: %w", err)
+	}
+	for i, r := range resources {
+		if err := validate(r); err != nil {
+			return nil, fmt.Errorf("functionConfig List items[%d]: %w", i, err)
+		}
+	}
+	return resources, nil
+}
+
+// validate checks that r is a resource: a map with apiVersion, kind and
+// metadata.name.
+func validate(r *yaml.RNode) error {
+	if r.YNode().Kind != yaml.MappingNode {
+		return errors.New("not a resource: not a map")
+	}
+	switch {
+	case r.GetApiVersion() == "":
+		return errors.New("not a resource: no apiVersion")
+	case r.GetKind() == "":
+		return errors.New("not a resource: no kind")
+	case r.GetName() == "":
+		return errors.New("not a resource: no metadata.name")
+	}
+	return nil
+}
+
+// identity is what makes two resources the same one.
+type identity struct {
+	group, kind, namespace, name string
+}
+
+func identityOf(r *yaml.RNode) identity {
+	group, _ := resid.ParseGroupVersion(r.GetApiVersion())
+	return identity{group: group, kind: r.GetKind(), namespace: r.GetNamespace(), name: r.GetName()}
+}
+
+// upsert replaces the items that in matches with copies of in, or appends
+// a copy of in when it matches none.
+func upsert(items []*yaml.RNode, in *yaml.RNode) ([]*yaml.RNode, error) {
+	id := identityOf(in)
+	target := in.GetAnnotations()[TargetPathAnnotation]
+	replaced := false
+	for i, it := range items {
+		if isFunctionConfig(it) || identityOf(it) != id {
+			continue
+		}
+		if path, _, _ := kioutil.GetFileAnnotations(it); target != "" && path != target {
+			continue
+		}
+		r, err := replacement(in, it)
+		if err != nil {
+			return nil, err
+		}
+		items[i] = r
+		replaced = true
+	}
+	if replaced {
+		return items, nil
+	}
+	r, err := addition(in, target)
+	if err != nil {
+		return nil, err
+	}
+	return append(items, r), nil
+}
+
+// replacement is a copy of in in old's place: with in's own annotations
+// less the ones that place or drive functions, and old's path and index.
+func replacement(in, old *yaml.RNode) (*yaml.RNode, error) {
+	r := in.Copy()
+	if err := clearAnnotations(r, placementAnnotations()); err != nil {
+		return nil, err
+	}
+	oldAnnotations := old.GetAnnotations()
+	for _, key := range append(pathAnnotations(), indexAnnotations()...) {
+		if v, ok := oldAnnotations[key]; ok {
+			if err := r.PipeE(yaml.SetAnnotation(key, v)); err != nil {
+				return nil, fmt.Errorf("setting %s: %w", key, err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// addition is a copy of in as a new resource: with in's own annotations
+// less the ones that place or drive functions, and, when target is set,
+// path annotations naming that file.
+func addition(in *yaml.RNode, target string) (*yaml.RNode, error) {
+	r := in.Copy()
+	if err := clearAnnotations(r, placementAnnotations()); err != nil {
+		return nil, err
+	}
+	if target == "" {
+		return r, nil
+	}
+	for _, key := range pathAnnotations() {
+		if err := r.PipeE(yaml.SetAnnotation(key, target)); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", key, err)
+		}
+	}
+	return r, nil
+}
+
+// pathAnnotations name a resource's file, in kpt's current and legacy
+// forms (kpt reads either).
+func pathAnnotations() []string {
+	return []string{kioutil.PathAnnotation, kioutil.LegacyPathAnnotation}
+}
+
+// indexAnnotations give a resource's position in its file, in both forms.
+func indexAnnotations() []string {
+	return []string{kioutil.IndexAnnotation, kioutil.LegacyIndexAnnotation}
+}
+
+// functionAnnotations mark kpt v0 function configs.
+func functionAnnotations() []string {
+	return []string{"config.kubernetes.io/function", "config.k8s.io/function"}
+}
+
+// placementAnnotations are the annotations a resource to upsert does not
+// carry into the package: kpt's file annotations (in both forms), kpt v0's
+// function annotations and the target path.
+func placementAnnotations() []string {
+	keys := append(pathAnnotations(), indexAnnotations()...)
+	keys = append(keys, kioutil.IdAnnotation, kioutil.LegacyIdAnnotation, kioutil.InternalAnnotationsMigrationResourceIDAnnotation, TargetPathAnnotation)
+	return append(keys, functionAnnotations()...)
+}
+
+func isFunctionConfig(r *yaml.RNode) bool {
+	annotations := r.GetAnnotations()
+	for _, key := range functionAnnotations() {
+		if annotations[key] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// clearAnnotations removes the keys from r's annotations, in place, and
+// the annotations map if that leaves it empty.
+func clearAnnotations(r *yaml.RNode, keys []string) error {
+	annotations := r.GetAnnotations()
+	cleared := false
+	for _, key := range keys {
+		if _, ok := annotations[key]; !ok {
+			continue
+		}
+		if err := r.PipeE(yaml.ClearAnnotation(key)); err != nil {
+			return fmt.Errorf("clearing %s: %w", key, err)
+		}
+		cleared = true
+	}
+	if !cleared {
+		return nil
+	}
+	if err := r.PipeE(yaml.Lookup(yaml.MetadataField), yaml.FieldClearer{Name: yaml.AnnotationsField, IfEmpty: true}); err != nil {
+		return fmt.Errorf("clearing empty annotations: %w", err)
+	}
+	return nil
+}

@@ -7,8 +7,11 @@
 // Supported: mutators and validators with image plus configMap or
 // configPath, and their selectors and exclude (kpt's semantics: a resource
 // goes to the function when it matches any selector, or there are none, and
-// matches no exclude; a mutator's output replaces what it was given).
-// Not supported (reported as errors): exec functions, subpackages.
+// matches no exclude; a mutator's output replaces what it was given). The
+// Kptfile is among the resources, as kpt reads a package, and each function
+// runs through kyaml's function filter, as kpt's do (comments and field
+// order come back). Not supported: exec functions (an error), subpackages
+// (their pipelines are not run).
 package kptrender
 
 import (

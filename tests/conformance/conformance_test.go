@@ -10,6 +10,7 @@ package conformance_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,13 +120,53 @@ func TestCorpus(t *testing.T) {
 		t.Run(executor.name, func(t *testing.T) {
 			s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + executor.disable}})
 			for _, c := range all {
-				t.Run(c.name, func(t *testing.T) { runCase(t, s, c.dir) })
+				t.Run(c.name, func(t *testing.T) { runCase(t, s, c.dir, fnctlPath) })
+				t.Run("porch/"+c.name, func(t *testing.T) { runCase(t, s, c.dir, porchPath) })
 			}
 		})
 	}
 }
 
-func runCase(t *testing.T, s *stack.Stack, src string) {
+// The two clients a case runs through: libs/kptrender (fnctl render and
+// eval), and porch's render path (tools/porchrender: kpt's kptops with porch's
+// gRPC function runtime), which porch users take.
+type renderPath int
+
+const (
+	fnctlPath renderPath = iota
+	porchPath
+)
+
+// porchRender renders pkg through tools/porchrender against the gateway.
+func porchRender(t *testing.T, s *stack.Stack, pkg string) *kptrender.ResultList {
+	t.Helper()
+	bin := os.Getenv("FNRUNNER_PORCHRENDER")
+	require.NotEmpty(t, bin, "FNRUNNER_PORCHRENDER is not set (run under Bazel)")
+	if root := os.Getenv("TEST_SRCDIR"); root != "" && !filepath.IsAbs(bin) {
+		bin = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), bin)
+	}
+	args := []string{"--address", s.GatewayAddress}
+	kf, err := kptrender.ReadKptfile(pkg)
+	require.NoError(t, err)
+	for _, f := range append(kf.Pipeline.Mutators, kf.Pipeline.Validators...) {
+		if mapped := mapImage(f.Image); mapped != f.Image {
+			args = append(args, "--map-image", f.Image+"="+mapped)
+		}
+	}
+	cmd := exec.Command(bin, append(args, pkg)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var xe *exec.ExitError
+	if err != nil && !(errors.As(err, &xe) && xe.ExitCode() == 1) {
+		require.NoError(t, err, "porchrender: %s", stderr.String())
+	}
+	var list kptrender.ResultList
+	require.NoError(t, yaml.Unmarshal(out, &list), "porchrender's result list: %s\n%s", out, stderr.String())
+	return &list
+}
+
+func runCase(t *testing.T, s *stack.Stack, src string, path renderPath) {
 	var cfg expectedConfig
 	if data, err := os.ReadFile(filepath.Join(src, ".expected", "config.yaml")); err == nil {
 		require.NoError(t, yaml.Unmarshal(data, &cfg))
@@ -135,6 +176,9 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	require.NoError(t, err)
 	if eval == nil && cfg.TestType != "" && cfg.TestType != "render" {
 		t.Fatalf("testType %q is not run by this harness", cfg.TestType)
+	}
+	if path == porchPath && eval != nil {
+		t.Skip("porch renders packages; it has no kpt fn eval")
 	}
 	if cfg.RunCount == 0 {
 		cfg.RunCount = 1
@@ -153,7 +197,9 @@ func runCase(t *testing.T, s *stack.Stack, src string) {
 	for i := 0; i < cfg.RunCount; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var err error
-		if eval != nil {
+		if path == porchPath {
+			list = porchRender(t, s, pkg)
+		} else if eval != nil {
 			var config *yaml.RNode
 			if config, err = eval.config(pkg); err == nil {
 				list, err = kptrender.Eval(ctx, pkg, s.Client(), eval.image, config, kptrender.Options{MapImage: mapImage})

@@ -6,12 +6,13 @@ load(":envtest.bzl", "envtest_assets")
 load(":go_repos.bzl", "go_mod_deps")
 load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
+load(":porchrender.bzl", "porchrender_binary")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @porchrender and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -38,6 +39,14 @@ def fnrunner_dependencies():
         kube_apiserver_go_sum = Label("//tools/envtest:kube-apiserver.go.sum"),
         etcd_go_mod = Label("//tools/envtest:etcd.go.mod"),
         etcd_go_sum = Label("//tools/envtest:etcd.go.sum"),
+    )
+
+    # porch's render path (kptops + porch's gRPC runtime), from its own module.
+    porchrender_binary(
+        name = "porchrender",
+        go_mod = Label("//tools/porchrender:go.mod"),
+        go_sum = Label("//tools/porchrender:go.sum"),
+        main = Label("//tools/porchrender:main.go"),
     )
 
     # Debian's CA bundle, put into every image.

@@ -1,6 +1,6 @@
 // Command search-replace is fnrunner's own build of the KRM catalog's
-// search-replace function (the documented behaviour of catalog commit
-// 76fe3817, 2025-06-25; see package searchreplace): a ResourceList on stdin,
+// search-replace function (what the code of catalog commit 76fe3817,
+// 2025-06-25, does; see package searchreplace): a ResourceList on stdin,
 // the updated ResourceList on stdout, exit status 1 when the function fails.
 package main
 

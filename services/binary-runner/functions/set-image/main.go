@@ -1,6 +1,6 @@
 // Command set-image is fnrunner's own build of the KRM catalog's set-image
-// function (the documented behaviour of catalog commit 76fe3817, 2025-06-25;
-// see package setimage): a ResourceList on stdin, the updated ResourceList on
+// function (what the code of catalog commit 76fe3817, 2025-06-25, does; see
+// package setimage): a ResourceList on stdin, the updated ResourceList on
 // stdout, exit status 1 when the function fails.
 package main
 

@@ -1,13 +1,11 @@
 package searchreplace
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -31,8 +29,8 @@ func keys() []string {
 type Config struct {
 	// ByValue matches fields whose value is exactly this.
 	ByValue string
-	// ByValueRegex matches fields whose whole value matches this RE2
-	// expression.
+	// ByValueRegex matches fields whose value this RE2 expression matches
+	// (anywhere in the value: it is not anchored).
 	ByValueRegex string
 	// ByPath matches fields by path expression (see the package doc).
 	ByPath string
@@ -50,19 +48,23 @@ type Config struct {
 // ConfigFrom reads a Config from the data of fc. Any kind is accepted, as
 // the catalog does; keys other than the matchers and mutators are an error.
 // An empty fc is an empty Config.
+//
+// As the catalog's code does at 76fe381 (Decode in
+// searchreplace/search_replace.go, through kyaml's RNode.GetDataMap): data
+// that is not a map reads as no data, and a value that is not a scalar (a
+// map, a list, a null) reads as "" rather than being an error.
 func ConfigFrom(fc *fn.KubeObject) (Config, error) {
 	var cfg Config
 	if fc == nil || fc.IsEmpty() {
 		return cfg, nil
 	}
-	data, err := stringData(fc.CopyToResourceNode())
-	if err != nil {
-		return cfg, err
-	}
+	data := dataMap(fc.CopyToResourceNode())
 	names := make([]string, 0, len(data))
 	for k := range data {
 		names = append(names, k)
 	}
+	// The catalog ranges over a Go map, so which of several unknown keys
+	// it names is random; sorting makes it the first.
 	sort.Strings(names)
 	fields := map[string]*string{
 		ByValue:      &cfg.ByValue,
@@ -82,34 +84,34 @@ func ConfigFrom(fc *fn.KubeObject) (Config, error) {
 	return cfg, nil
 }
 
-// stringData returns the scalar values of the object's data as strings,
-// whatever their YAML type.
-func stringData(obj *yaml.RNode) (map[string]string, error) {
-	data, err := obj.Pipe(yaml.Lookup("data"))
-	if err != nil {
-		return nil, fmt.Errorf("functionConfig data: %w", err)
-	}
+// dataMap returns the object's data as strings, the way kyaml's
+// RNode.GetDataMap does: the scalar value of each key, "" for anything else.
+func dataMap(obj *yaml.RNode) map[string]string {
 	out := map[string]string{}
-	if data == nil || yaml.IsMissingOrNull(data) {
-		return out, nil
+	data, err := obj.Pipe(yaml.Lookup("data"))
+	if err != nil || data == nil || data.YNode().Kind != yaml.MappingNode {
+		return out
 	}
-	if data.YNode().Kind != yaml.MappingNode {
-		return nil, errors.New("functionConfig data must be a map")
+	content := data.YNode().Content
+	for i := 0; i+1 < len(content); i += 2 {
+		out[scalarValue(content[i])] = scalarValue(content[i+1])
 	}
-	err = data.VisitFields(func(f *yaml.MapNode) error {
-		if f.Value.YNode().Kind != yaml.ScalarNode {
-			return fmt.Errorf("functionConfig data %q must be a string", f.Key.YNode().Value)
-		}
-		out[f.Key.YNode().Value] = f.Value.YNode().Value
-		return nil
-	})
-	return out, err
+	return out
+}
+
+// scalarValue is a node's value as kyaml's GetValue reads it: "" for a
+// null, the node's Value (empty for maps and lists) otherwise.
+func scalarValue(n *yaml.Node) string {
+	if n == nil || n.Tag == yaml.NodeTagNull {
+		return ""
+	}
+	return n.Value
 }
 
 // searcher is a validated Config ready to run.
 type searcher struct {
 	Config
-	// valueRegex is ByValueRegex anchored at both ends; nil without one.
+	// valueRegex is ByValueRegex compiled as it is; nil without one.
 	valueRegex *regexp.Regexp
 	// path is ByPath split into its elements; nil without one.
 	path pathPattern
@@ -122,14 +124,17 @@ func compile(cfg Config) (*searcher, error) {
 	}
 	s := &searcher{Config: cfg}
 	if cfg.ByValueRegex != "" {
-		re, err := regexp.Compile("^(?:" + cfg.ByValueRegex + ")$")
+		// As the catalog's code does at 76fe381 (Filter and regexMatch
+		// in searchreplace/search_replace.go): the expression is
+		// compiled as it is, not anchored, and a field matches when the
+		// expression matches anywhere in its value ("nginx" matches
+		// "my-nginx-app:1"). A bad expression is reported with the
+		// regexp package's own message.
+		re, err := regexp.Compile(cfg.ByValueRegex)
 		if err != nil {
-			return nil, fmt.Errorf("invalid %s %q: %w", ByValueRegex, cfg.ByValueRegex, err)
+			return nil, err
 		}
 		s.valueRegex = re
-	}
-	if cfg.ByFilePath != "" && !doublestar.ValidatePattern(cfg.ByFilePath) {
-		return nil, fmt.Errorf("invalid %s %q: %w", ByFilePath, cfg.ByFilePath, doublestar.ErrBadPattern)
 	}
 	if cfg.ByPath != "" {
 		s.path = parsePathPattern(cfg.ByPath)

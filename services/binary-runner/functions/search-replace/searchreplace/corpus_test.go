@@ -37,26 +37,48 @@ func TestCorpus(t *testing.T) {
 	runCorpus(t, corpusFunction, searchreplace.Run)
 }
 
-// defaultCorpus is where the corpus is unless FNRUNNER_KRM_CORPUS_NEXT says.
-const defaultCorpus = "/work/shared/krm-corpus-next/examples"
-
 // localConfigAnnotation marks resources that are configuration, not output.
 const localConfigAnnotation = "config.kubernetes.io/local-config"
 
 // runCorpus runs every corpus case of function through process.
 func runCorpus(t *testing.T, function string, process fn.ResourceListProcessorFunc) {
-	root := os.Getenv("FNRUNNER_KRM_CORPUS_NEXT")
+	root := corpusRoot(t)
 	if root == "" {
-		root = defaultCorpus
+		t.Skip("KRM corpus not found: set FNRUNNER_KRM_CORPUS_NEXT, or put shared/krm-corpus-next/examples beside the module's root")
 	}
 	if _, err := os.Stat(root); err != nil {
-		t.Skipf("KRM corpus not found at %s (set FNRUNNER_KRM_CORPUS_NEXT): %v", root, err)
+		t.Skipf("KRM corpus not found at %s (FNRUNNER_KRM_CORPUS_NEXT): %v", root, err)
 	}
 	dirs, err := filepath.Glob(filepath.Join(root, function+"*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, dirs, "no %s cases under %s", function, root)
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) { runCase(t, dir, process) })
+	}
+}
+
+// corpusRoot is FNRUNNER_KRM_CORPUS_NEXT, else
+// ../shared/krm-corpus-next/examples from the module's root (the directory
+// of go.mod above the test's directory) if it is there, else "".
+func corpusRoot(t *testing.T) string {
+	if dir := os.Getenv("FNRUNNER_KRM_CORPUS_NEXT"); dir != "" {
+		return dir
+	}
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			corpus := filepath.Join(dir, "..", "shared", "krm-corpus-next", "examples")
+			if _, err := os.Stat(corpus); err != nil {
+				return ""
+			}
+			return corpus
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
 	}
 }
 

@@ -66,14 +66,22 @@ func (p pathPattern) matches(path []string) bool {
 // elementMatches matches one path element against one pattern element other
 // than "*" and "**": equal names, or a list element a[i] against a[i], a[*],
 // *[i] or *[*].
+//
+// As the catalog's code does at 76fe381 (elementMatch in
+// searchreplace/pathparser.go), both are split at every "[" and only the
+// name and the first index are compared, so that a[*] and a[0] also match
+// the element a[0][1] of a list of lists.
 func elementMatches(elem, pat string) bool {
 	if elem == pat {
 		return true
 	}
-	name, index, isItem := strings.Cut(elem, "[")
-	patName, patIndex, patIsItem := strings.Cut(pat, "[")
-	if !isItem || !patIsItem {
+	if !strings.Contains(elem, "[") {
 		return false
 	}
-	return (patName == "*" || patName == name) && (patIndex == "*]" || patIndex == index)
+	elemParts := strings.Split(elem, "[")
+	patParts := strings.Split(pat, "[")
+	if patParts[0] != "*" && patParts[0] != elemParts[0] {
+		return false
+	}
+	return len(patParts) > 1 && (patParts[1] == "*]" || patParts[1] == elemParts[1])
 }

@@ -1,6 +1,7 @@
 package searchreplace
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -18,27 +19,33 @@ type Match struct {
 	FilePath string
 	// FieldPath is the field's path, e.g. spec.containers[0].image. For a
 	// list field commented by put-comment, it is the by-path expression
-	// followed by " # " and the comment.
+	// followed by " # " and the comment; for a value put at an absolute
+	// by-path, it is by-path.
 	FieldPath string
 	// Value is the field's value after the change, as YAML (with its line
-	// comment, if any).
+	// comment, if any); for a value put at an absolute by-path, put-value
+	// as it is.
 	Value string
 }
 
 // search runs s on one resource node, in place, and returns the fields it
-// matched.
-func (s *searcher) search(node *yaml.RNode) ([]Match, error) {
-	filePath, _, err := kioutil.GetFileAnnotations(node)
+// reports. count is the number of fields it matched, which can be more than
+// the fields reported (see scalar).
+func (s *searcher) search(node *yaml.RNode) (matches []Match, count int, err error) {
+	filePath, err := fileAnnotations(node)
 	if err != nil {
-		return nil, fmt.Errorf("read file annotations: %w", err)
+		return nil, 0, err
 	}
 	if s.ByFilePath != "" {
+		// A bad pattern is reported as doublestar reports it, and only
+		// when there is a resource to match it against, as in the
+		// catalog's Perform.
 		ok, err := doublestar.Match(s.ByFilePath, filePath)
 		if err != nil {
-			return nil, fmt.Errorf("match %s %q: %w", ByFilePath, s.ByFilePath, err)
+			return nil, 0, err
 		}
 		if !ok {
-			return nil, nil
+			return nil, 0, nil
 		}
 	}
 	w := walk{searcher: s, filePath: filePath}
@@ -47,7 +54,83 @@ func (s *searcher) search(node *yaml.RNode) ([]Match, error) {
 	} else {
 		err = w.node(node.YNode(), "")
 	}
-	return w.matches, err
+	return w.matches, w.count, err
+}
+
+// File annotations, current and legacy, that the catalog's kyaml (v0.12)
+// copies onto each other when it reads a resource's file path.
+var fileAnnotationPairs = [][2]string{
+	{kioutil.PathAnnotation, kioutil.LegacyPathAnnotation},
+	{kioutil.IndexAnnotation, kioutil.LegacyIndexAnnotation},
+	{kioutil.IdAnnotation, kioutil.LegacyIdAnnotation},
+}
+
+// errMissingMetadata is kyaml's error for a resource with neither
+// apiVersion, kind nor metadata.
+var errMissingMetadata = errors.New("missing Resource metadata")
+
+// fileAnnotations returns the resource's file path the way the catalog's
+// code reads it at 76fe381 (kioutil.GetFileAnnotations of kyaml v0.12.0, in
+// Perform): it first copies the path, index and id annotations between
+// their current (internal.config.kubernetes.io/) and legacy
+// (config.kubernetes.io/, config.k8s.io/id) names, the current one winning
+// when both are set, so that the resource carries, and the search sees,
+// both; a resource without metadata is an error.
+func fileAnnotations(node *yaml.RNode) (string, error) {
+	if isMissingMetadata(node) {
+		return "", errMissingMetadata
+	}
+	annotations := annotationValues(node)
+	for _, pair := range fileAnnotationPairs {
+		var err error
+		current, legacy := annotations[pair[0]], annotations[pair[1]]
+		switch {
+		case current != "":
+			err = node.PipeE(yaml.SetAnnotation(pair[1], current))
+		case legacy != "":
+			err = node.PipeE(yaml.SetAnnotation(pair[0], legacy))
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	path := annotations[kioutil.PathAnnotation]
+	if path == "" {
+		path = annotations[kioutil.LegacyPathAnnotation]
+	}
+	return path, nil
+}
+
+// annotationValues reads the resource's annotations as kyaml v0.12's
+// GetMeta does: each key's scalar value, "" for a null, nothing if the
+// annotations are not a map.
+func annotationValues(node *yaml.RNode) map[string]string {
+	out := map[string]string{}
+	annotations, err := node.Pipe(yaml.Lookup(yaml.MetadataField, yaml.AnnotationsField))
+	if err != nil || annotations == nil || annotations.YNode().Kind != yaml.MappingNode {
+		return out
+	}
+	content := annotations.YNode().Content
+	for i := 0; i+1 < len(content); i += 2 {
+		out[scalarValue(content[i])] = scalarValue(content[i+1])
+	}
+	return out
+}
+
+// isMissingMetadata says whether kyaml v0.12's GetMeta finds nothing of a
+// resource: no apiVersion, no kind, and no name, namespace, labels or
+// annotations.
+func isMissingMetadata(node *yaml.RNode) bool {
+	for _, path := range [][]string{
+		{yaml.APIVersionField}, {yaml.KindField},
+		{yaml.MetadataField, yaml.NameField}, {yaml.MetadataField, yaml.NamespaceField},
+		{yaml.MetadataField, yaml.LabelsField}, {yaml.MetadataField, yaml.AnnotationsField},
+	} {
+		if f, _ := node.Pipe(yaml.Lookup(path...)); !f.IsNilOrEmpty() {
+			return false
+		}
+	}
+	return true
 }
 
 // walk is one search through one resource.
@@ -55,10 +138,14 @@ type walk struct {
 	*searcher
 	filePath string
 	matches  []Match
+	count    int
 }
 
 // node visits n, at field path path (with a leading delimiter, empty at the
-// root), and everything under it.
+// root), and everything under it. Every field is searched, kpt's own
+// annotations (config.kubernetes.io/path, index, internal.config.kubernetes.io/*)
+// included, as the catalog's code does at 76fe381 (acceptImpl in
+// searchreplace/walk.go).
 func (w *walk) node(n *yaml.Node, path string) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -88,11 +175,7 @@ func (w *walk) mapping(n *yaml.Node, path string) error {
 		return err
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		key := n.Content[i].Value
-		if isOrchestratorAnnotation(path, key) {
-			continue
-		}
-		if err := w.node(n.Content[i+1], path+pathDelimiter+key); err != nil {
+		if err := w.node(n.Content[i+1], path+pathDelimiter+n.Content[i].Value); err != nil {
 			return err
 		}
 	}
@@ -100,11 +183,16 @@ func (w *walk) mapping(n *yaml.Node, path string) error {
 }
 
 // commentLists puts the put-comment, as it is, on the key of each non-empty
-// list field of n that by-path matches, whatever the list holds. A list has
-// no value for by-value or by-value-regex to match, so with either of them
-// no list is commented.
+// list field of n that by-path matches, whatever the list holds.
+//
+// As the catalog's code does at 76fe381 (visitMapping in
+// searchreplace/search_replace.go): only by-path decides, so lists are
+// commented even when by-value or by-value-regex is given too; the key is
+// matched as YAML text, so a key with a comment of its own (above it or
+// after it) never matches; and the list is left in block style, even if it
+// was a flow list.
 func (w *walk) commentLists(n *yaml.Node, path string) error {
-	if w.PutComment == "" || w.path == nil || w.ByValue != "" || w.valueRegex != nil {
+	if w.PutComment == "" || w.path == nil {
 		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -112,34 +200,56 @@ func (w *walk) commentLists(n *yaml.Node, path string) error {
 		if value.Kind != yaml.SequenceNode || len(value.Content) == 0 {
 			continue
 		}
-		fieldPath := strings.TrimPrefix(path+pathDelimiter+key.Value, pathDelimiter)
+		keyText, err := yaml.String(key)
+		if err != nil {
+			return err
+		}
+		fieldPath := strings.TrimPrefix(path+pathDelimiter+strings.TrimSpace(keyText), pathDelimiter)
 		if !w.path.matches(splitFieldPath(fieldPath)) {
 			continue
 		}
 		key.LineComment = w.PutComment
 		list, err := flowString(value)
 		if err != nil {
-			return fmt.Errorf("%s: %w", fieldPath, err)
+			return err
 		}
 		w.matches = append(w.matches, Match{
 			FilePath:  w.filePath,
 			FieldPath: w.ByPath + " # " + w.PutComment,
 			Value:     list,
 		})
+		w.count++
 	}
 	return nil
 }
 
 // scalar matches one field value and applies the mutators to it.
+//
+// As the catalog's code does at 76fe381 (matchAndReplace in
+// searchreplace/search_replace.go), a field of a resource without a path
+// annotation is matched, counted and changed but not reported.
 func (w *walk) scalar(n *yaml.Node, path string) error {
 	fieldPath := strings.TrimPrefix(path, pathDelimiter)
 	if !w.matchesField(n.Value, fieldPath) {
 		return nil
 	}
+	w.count++
 	if err := w.mutate(n); err != nil {
-		return fmt.Errorf("%s: %w", fieldPath, err)
+		return err
 	}
-	return w.report(n, fieldPath)
+	if w.filePath == "" {
+		return nil
+	}
+	value, err := yaml.String(n)
+	if err != nil {
+		return err
+	}
+	w.matches = append(w.matches, Match{
+		FilePath:  w.filePath,
+		FieldPath: fieldPath,
+		Value:     strings.TrimSpace(value),
+	})
+	return nil
 }
 
 // matchesField applies the matchers to a field: they are ANDed, and at
@@ -155,7 +265,7 @@ func (w *walk) matchesField(value, fieldPath string) bool {
 	return w.path == nil || w.path.matches(splitFieldPath(fieldPath))
 }
 
-// valueMatches applies by-value or by-value-regex.
+// valueMatches applies by-value or by-value-regex (anywhere in the value).
 func (w *walk) valueMatches(value string) bool {
 	if w.valueRegex != nil {
 		return w.valueRegex.MatchString(value)
@@ -178,110 +288,165 @@ func (w *walk) mutate(n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		setScalar(n, value)
+		// The type follows from the new value; style and comments stay.
+		n.Value = value
+		n.Tag = yaml.NodeTagEmpty
 	}
 	return nil
 }
 
-// setScalar sets a scalar's value and lets its type follow from the value,
-// keeping its style and comments.
-func setScalar(n *yaml.Node, value string) {
-	n.Value = value
-	n.Tag = yaml.NodeTagEmpty
-}
-
-// report records a matched field.
-func (w *walk) report(n *yaml.Node, fieldPath string) error {
-	value, err := yaml.String(n)
-	if err != nil {
-		return fmt.Errorf("%s: %w", fieldPath, err)
-	}
-	w.matches = append(w.matches, Match{
-		FilePath:  w.filePath,
-		FieldPath: fieldPath,
-		Value:     strings.TrimSpace(value),
-	})
-	return nil
-}
-
-// putByPath sets the field by-path names on the resource root, creating it
-// and the maps above it where missing.
+// putByPath sets put-value at the absolute by-path on the resource root,
+// the way the catalog's code does at 76fe381 (putValueByPath in
+// searchreplace/search_replace.go, with kyaml v0.12.0's LookupCreate and
+// SetField): the maps on the way are created where missing, a number in
+// the path is a list index, and:
+//
+//   - put-comment is ignored: the field gets the value only;
+//   - the result reports put-value as it is, and is reported (and counted)
+//     even when nothing was set: when the path runs into a null or past the
+//     end of a list;
+//   - going through a field that is not a map (or, for an index, not a
+//     list) is kyaml's "wrong Node Kind" error.
+//
+// An existing field keeps its style. The catalog replaces its node, which
+// drops its comments, but kpt copies a field's comments back when a function
+// drops them, so they are kept here.
 func (w *walk) putByPath(root *yaml.Node) error {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	parent := root
-	for _, name := range w.path[:len(w.path)-1] {
-		child, err := mapChild(parent, name, yaml.MappingNode)
-		if err != nil {
-			return fmt.Errorf("%s: %w", w.ByPath, err)
-		}
-		parent = child
-	}
-	field, err := mapChild(parent, w.path[len(w.path)-1], yaml.ScalarNode)
-	if err != nil {
-		return fmt.Errorf("%s: %w", w.ByPath, err)
-	}
-	if err := w.mutate(field); err != nil {
-		return fmt.Errorf("%s: %w", w.ByPath, err)
-	}
-	return w.report(field, w.ByPath)
-}
+	w.matches = append(w.matches, Match{FilePath: w.filePath, FieldPath: w.ByPath, Value: w.PutValue})
+	w.count++
 
-// mapChild returns the value of field name of mapping m, adding an empty
-// node of the given kind when there is none. An existing value of another
-// kind is replaced, except that only a null is replaced by a map on the way
-// to the field: anything else there is an error.
-func mapChild(m *yaml.Node, name string, kind yaml.Kind) (*yaml.Node, error) {
-	if m.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("cannot set field %q in a %s", name, kindName(m.Kind))
+	elems := strings.Split(w.ByPath, pathDelimiter)
+	parent, names := root, []string(nil)
+	for _, part := range cleanPath(elems[:len(elems)-1]) {
+		if isNull(parent) {
+			return nil
+		}
+		next, err := lookupCreate(parent, part, names)
+		if err != nil || next == nil {
+			return err
+		}
+		if _, isIndex := indexPart(part); !isIndex && part != "-" {
+			names = append(names, part)
+		}
+		parent = next
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value != name {
+	if isNull(parent) {
+		// kyaml adds the field to the null node's content, which is not
+		// part of its YAML: nothing changes.
+		return nil
+	}
+	if parent.Kind != yaml.MappingNode {
+		return wrongKind(parent, yaml.MappingNode, names)
+	}
+	name := elems[len(elems)-1]
+	for i := 0; i+1 < len(parent.Content); i += 2 {
+		if parent.Content[i].Value != name {
 			continue
 		}
-		value := m.Content[i+1]
-		switch {
-		case value.Kind == kind:
-			return value, nil
-		case kind == yaml.MappingNode && !isNull(value):
-			return nil, fmt.Errorf("field %q is a %s, not a map", name, kindName(value.Kind))
-		default:
-			replacement := &yaml.Node{Kind: kind, Tag: emptyTag(kind), LineComment: value.LineComment}
-			m.Content[i+1] = replacement
-			return replacement, nil
+		field := parent.Content[i+1]
+		field.Kind = yaml.ScalarNode
+		field.Tag = yaml.NodeTagEmpty
+		field.Value = w.PutValue
+		field.Content = nil
+		field.Anchor = ""
+		field.Alias = nil
+		return nil
+	}
+	parent.Content = append(parent.Content,
+		&yaml.Node{Kind: yaml.ScalarNode, Value: name},
+		&yaml.Node{Kind: yaml.ScalarNode, Value: w.PutValue})
+	return nil
+}
+
+// cleanPath is kyaml's cleanPath: path elements trimmed, empty ones
+// dropped.
+func cleanPath(elems []string) []string {
+	var out []string
+	for _, e := range elems {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
 		}
 	}
-	key := &yaml.Node{Kind: yaml.ScalarNode, Tag: yaml.NodeTagString, Value: name}
-	value := &yaml.Node{Kind: kind, Tag: emptyTag(kind)}
-	m.Content = append(m.Content, key, value)
-	return value, nil
+	return out
 }
 
-// isNull says whether n is a null scalar (an empty field, ~ or null).
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == yaml.NodeTagNull
+// indexPart says whether a path element is a list index to kyaml's
+// PathGetter (any integer strconv.Atoi accepts), and which.
+func indexPart(part string) (int, bool) {
+	i, err := strconv.Atoi(part)
+	return i, err == nil
 }
 
-// emptyTag is the tag of a new empty node of the given kind.
-func emptyTag(kind yaml.Kind) string {
-	if kind == yaml.MappingNode {
-		return yaml.NodeTagMap
+// lookupCreate is one step of kyaml v0.12.0's LookupCreate(MappingNode,
+// ...) from the non-null node parent, reached through the map fields names:
+// an index or "-" (last element) in a list, else the field part of a map,
+// added as an empty map where missing. nil means the lookup stops there
+// without an error.
+func lookupCreate(parent *yaml.Node, part string, names []string) (*yaml.Node, error) {
+	if idx, ok := indexPart(part); ok || part == "-" {
+		if ok && idx < 0 {
+			return nil, fmt.Errorf("array index %d cannot be negative", idx)
+		}
+		if parent.Kind != yaml.SequenceNode {
+			return nil, wrongKind(parent, yaml.SequenceNode, names)
+		}
+		if part == "-" {
+			if len(parent.Content) == 0 {
+				// The catalog's binary panics here.
+				return nil, errors.New("runtime error: index out of range [-1]")
+			}
+			return parent.Content[len(parent.Content)-1], nil
+		}
+		if idx >= len(parent.Content) {
+			return nil, nil
+		}
+		return parent.Content[idx], nil
 	}
-	return yaml.NodeTagEmpty
+	if parent.Kind != yaml.MappingNode {
+		return nil, wrongKind(parent, yaml.MappingNode, names)
+	}
+	for i := 0; i+1 < len(parent.Content); i += 2 {
+		if parent.Content[i].Value == part {
+			return parent.Content[i+1], nil
+		}
+	}
+	child := &yaml.Node{Kind: yaml.MappingNode}
+	parent.Content = append(parent.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: part}, child)
+	return child, nil
 }
 
-// kindName names a YAML node kind in errors.
+// wrongKind is kyaml v0.12.0's ErrorIfInvalid error for node n, reached
+// through the map fields names, when it is not of the kind expected.
+func wrongKind(n *yaml.Node, expected yaml.Kind, names []string) error {
+	text, _ := yaml.String(n)
+	return fmt.Errorf("wrong Node Kind for %s expected: %v was %v: value: {%s}",
+		strings.Join(names, "."), kindName(expected), kindName(n.Kind), strings.TrimSpace(text))
+}
+
+// isNull says whether n is null to kyaml (IsMissingOrNull): tagged !!null,
+// as an empty field, ~ or null is when read.
+func isNull(n *yaml.Node) bool {
+	return n.Tag == yaml.NodeTagNull
+}
+
+// kindName names a YAML node kind as kyaml v0.12.0's errors do.
 func kindName(k yaml.Kind) string {
 	switch k {
-	case yaml.MappingNode:
-		return "map"
 	case yaml.SequenceNode:
-		return "list"
+		return "SequenceNode"
+	case yaml.MappingNode:
+		return "MappingNode"
 	case yaml.ScalarNode:
-		return "scalar"
+		return "ScalarNode"
+	case yaml.DocumentNode:
+		return "DocumentNode"
+	case yaml.AliasNode:
+		return "AliasNode"
 	default:
-		return "node of kind " + strconv.Itoa(int(k))
+		return ""
 	}
 }
 
@@ -292,49 +457,35 @@ var captureGroupRef = regexp.MustCompile(`\$\{([0-9]+)\}`)
 // resolve replaces ${N} in pattern with capture group N of by-value-regex
 // matched against value. Without by-value-regex the pattern is used as it
 // is.
+//
+// As the catalog's code does at 76fe381 (resolvePattern in
+// searchreplace/search_replace.go): the groups are those of the leftmost
+// match, substituted in order (${1} first), a group that took no part in
+// the match is replaced by "", and any ${N} left over is the error "unable
+// to resolve capture groups".
 func (w *walk) resolve(value, pattern string) (string, error) {
 	if w.valueRegex == nil {
 		return pattern, nil
 	}
 	groups := w.valueRegex.FindStringSubmatch(value)
-	unresolved := false
-	out := captureGroupRef.ReplaceAllStringFunc(pattern, func(ref string) string {
-		i, err := strconv.Atoi(ref[2 : len(ref)-1])
-		if err != nil || i < 1 || i >= len(groups) {
-			unresolved = true
-			return ref
-		}
-		return groups[i]
-	})
-	if unresolved {
-		return "", fmt.Errorf("unable to resolve capture groups in %q", pattern)
+	out := pattern
+	for i := 1; i < len(groups); i++ {
+		out = strings.ReplaceAll(out, "${"+strconv.Itoa(i)+"}", groups[i])
+	}
+	if captureGroupRef.MatchString(out) {
+		return "", errors.New("unable to resolve capture groups")
 	}
 	return out, nil
 }
 
-// flowString is a list in flow style, e.g. [a, b]; the list is left in
-// block style.
+// flowString is a list in flow style, e.g. [a, b]. The list is then left in
+// folded style (block style for a list), as the catalog leaves it.
 func flowString(list *yaml.Node) (string, error) {
 	list.Style = yaml.FlowStyle
 	s, err := yaml.String(list)
-	list.Style = 0
+	list.Style = yaml.FoldedStyle
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(s), nil
-}
-
-// isOrchestratorAnnotation says whether key, a field of the mapping at
-// path, is one of the annotations kpt adds to the resources it passes to a
-// function (file path, index, id): bookkeeping, not the package's content,
-// so never searched.
-func isOrchestratorAnnotation(path, key string) bool {
-	if path != ".metadata.annotations" {
-		return false
-	}
-	switch key {
-	case kioutil.LegacyPathAnnotation, kioutil.LegacyIndexAnnotation, kioutil.LegacyIdAnnotation:
-		return true
-	}
-	return strings.HasPrefix(key, "internal.config.kubernetes.io/")
 }

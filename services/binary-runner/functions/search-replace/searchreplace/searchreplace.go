@@ -1,40 +1,43 @@
 // Package searchreplace is fnrunner's own implementation of the KRM function
-// catalog's search-replace function, written to the documented behaviour of
-// search-replace at github.com/kptdev/krm-functions-catalog commit
+// catalog's search-replace function, written to what search-replace's code
+// does at github.com/kptdev/krm-functions-catalog commit
 // 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25), the catalog version
-// fnrunner's KRM corpus was taken from.
+// fnrunner's KRM corpus was taken from, where its code and its README
+// disagree.
 //
 // The functionConfig is a ConfigMap (the function reads the data of any
 // kind) whose keys are matchers and mutators:
 //
 //   - by-value: the field's value is exactly this;
-//   - by-value-regex: the field's whole value matches this RE2 expression
-//     (no ^ or $ needed);
+//   - by-value-regex: this RE2 expression matches the field's value,
+//     anywhere in it (add ^ and $ to match whole values);
 //   - by-path: the field's path matches this expression: elements separated
 //     by ".", list elements as name[index], "*" for any one element or index,
 //     "**" for any number of elements;
 //   - by-file-path: only resources from files matching this glob (relative,
 //     slash-separated; "**" for any number of directories);
-//   - put-value: set matching fields to this value;
+//   - put-value: set matching fields to this value (the whole value);
 //   - put-comment: set this line comment on matching fields.
 //
 // Matchers are ANDed; by-value and by-value-regex exclude each other, and a
 // field matches only if at least one of by-value, by-value-regex and by-path
 // is given. Both mutators apply when both are given; ${N} in them stands for
 // capture group N of by-value-regex. When put-value comes with an absolute
-// by-path (no wildcard, no list index) and no value matcher, the field is set
-// on every resource, created where missing. When put-comment comes with
-// by-path and no value matcher, the keys of the non-empty list fields by-path
-// matches get the comment too, as it is.
+// by-path (no wildcard, no list index) and no value matcher, the value is
+// put at that path on every resource, created where missing, and
+// put-comment is ignored. When put-comment comes with by-path, the keys of
+// the non-empty list fields by-path matches get the comment too, as it is.
 //
-// Results: one per matched field, without severity, "Matched field value
+// Every field is searched, kpt's own annotations (config.kubernetes.io/path,
+// index, internal.config.kubernetes.io/*) included; the path, index and id
+// annotations are first copied between their current and legacy names.
+//
+// Results: one per reported field, without severity, "Matched field value
 // %q" or, with a mutator, "Mutated field value to %q", with the field path
-// and the file path; "no matches" when nothing matched; a bad config or a
-// failed mutation is one error result, "failed to perform search-replace
-// operation: %q", and no resource changes.
-//
-// kpt's own bookkeeping annotations (config.kubernetes.io/path, index, id
-// and internal.config.kubernetes.io/*) are not searched.
+// and the file path (fields of a resource without a path annotation are
+// changed but not reported); "no matches" when nothing was reported; a bad
+// config or a failed mutation is one error result, "failed to perform
+// search-replace operation: %q", and no resource changes.
 package searchreplace
 
 import (
@@ -63,7 +66,7 @@ func Run(rl *fn.ResourceList) (bool, error) {
 	return false, nil
 }
 
-// Search runs cfg on items and returns the fields it matched. Items are
+// Search runs cfg on items and returns the fields it reports. Items are
 // replaced by their updated copies only when every resource succeeded.
 func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
 	s, err := compile(cfg)
@@ -74,16 +77,16 @@ func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
 	nodes := make([]*yaml.RNode, len(items))
 	for i, obj := range items {
 		nodes[i] = obj.CopyToResourceNode()
-		m, err := s.search(nodes[i])
+		m, _, err := s.search(nodes[i])
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", resourceName(obj), err)
+			return nil, err
 		}
 		matches = append(matches, m...)
 	}
-	if s.mutates() {
-		for i := range items {
-			items[i] = fn.MoveToKubeObject(nodes[i])
-		}
+	// Even a search changes the resources: their file annotations are
+	// copied to their legacy names and back (see fileAnnotations).
+	for i := range items {
+		items[i] = fn.MoveToKubeObject(nodes[i])
 	}
 	return matches, nil
 }
@@ -109,13 +112,4 @@ func results(matches []Match, cfg Config) fn.Results {
 		out = append(out, r)
 	}
 	return out
-}
-
-// resourceName names a resource in errors: Kind/namespace/name, or
-// Kind/name without a namespace.
-func resourceName(obj *fn.KubeObject) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return obj.GetKind() + "/" + ns + "/" + obj.GetName()
-	}
-	return obj.GetKind() + "/" + obj.GetName()
 }

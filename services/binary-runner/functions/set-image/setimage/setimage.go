@@ -1,43 +1,50 @@
 // Package setimage is fnrunner's own implementation of the KRM function
-// catalog's set-image function, written to the documented behaviour of
-// set-image at github.com/kptdev/krm-functions-catalog commit
+// catalog's set-image function, written to what set-image's code does at
+// github.com/kptdev/krm-functions-catalog commit
 // 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25), the catalog version
-// fnrunner's KRM corpus was taken from.
+// fnrunner's KRM corpus was taken from, where its code and its README
+// disagree.
 //
-// For every resource whose image fields name the configured image, set-image
+// For the resources whose image fields name the configured image, set-image
 // replaces the image name, tag or digest:
 //
-//   - the standard image fields are spec.containers[].image,
-//     spec.initContainers[].image, spec.template.spec.containers[].image and
-//     spec.template.spec.initContainers[].image, on resources of any kind
-//     (CustomResourceDefinitions excepted);
+//   - the standard image fields are spec.containers[].image of a Pod and
+//     spec.template.spec.containers[].image of a Deployment, StatefulSet,
+//     ReplicaSet, DaemonSet or PodTemplate, whatever their apiVersion; init
+//     containers are not updated, nor are the containers of any other kind
+//     (a Job, a CronJob...);
 //   - a SetImage functionConfig may list additionalImageFields (kustomize
-//     field specs: group, version, kind, path, create), used jointly with the
-//     standard ones.
+//     field specs: group, version, kind, path, create), set with kustomize's
+//     image transformer on resources of any kind.
 //
 // An image matches when it is the configured name, optionally followed by a
-// tag and a digest. newName replaces the name and keeps the tag and digest;
-// newTag replaces the tag and drops the digest; digest replaces both.
+// tag and a digest. In the standard fields, newName replaces the name, newTag
+// the tag and digest, digest both (it wins over newTag); with newName alone
+// the old tag is appended without its ":" and the old digest without its "@"
+// (nginx:1.2 becomes newName1.2). In the additional fields, kustomize's rules
+// apply (the old tag and digest kept, newTag and digest both kept).
 //
 // The functionConfig is either a ConfigMap (data keys name, newName, newTag,
-// digest) or a fn.kpt.dev SetImage (fields image and additionalImageFields).
-// The function reports one info result, "summary: updated a total of N
-// image(s)", counting the image fields whose value changed; a bad config is
-// one error result and no change; a resource whose image fields cannot be set
-// gets an error result naming it and is left as it was.
-//
-// Image matching and rewriting are kustomize's (its imagetag filter), as in
-// the catalog.
+// digest) or a fn.kpt.dev SetImage (fields image, data and
+// additionalImageFields). The function reports one info result, "summary:
+// updated a total of N image(s)", counting the standard fields whose value
+// changed and every match in the additional fields, changed or not; a bad
+// config is an error result followed by "function is terminated: ...", and
+// the function fails; a resource whose additional fields cannot be set gets
+// an error result naming it, is left as it was, and the function succeeds.
 package setimage
 
 import (
 	"fmt"
-	"strconv"
+	"regexp"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/api/filters/imagetag"
+	"sigs.k8s.io/kustomize/api/pkg/util"
 	"sigs.k8s.io/kustomize/api/types"
-	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
+	"sigs.k8s.io/kustomize/kyaml/comments"
+	"sigs.k8s.io/kustomize/kyaml/filtersutil"
+	"sigs.k8s.io/kustomize/kyaml/order"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -45,107 +52,291 @@ import (
 const summaryFormat = "summary: updated a total of %d image(s)"
 
 // Run is the set-image function as a fn.ResourceListProcessorFunc. It
-// returns false (the function failed) when the functionConfig is invalid or a
-// resource could not be updated; the reason is in rl.Results.
+// returns false (the function failed) when the catalog's function exits
+// non-zero; the reason is in rl.Results.
 func Run(rl *fn.ResourceList) (bool, error) {
-	cfg, err := configFrom(rl.FunctionConfig)
-	if err != nil {
-		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+	results, f := run(rl)
+	rl.Results = append(rl.Results, results...)
+	if f != nil {
+		rl.Results = append(rl.Results, f.Results...)
 		return false, nil
 	}
-	fields := append(standardImageFields(), cfg.AdditionalImageFields...)
-	ok, total := true, 0
+	return true, nil
+}
+
+// run runs set-image on rl's items and returns its results; a failure ends
+// it.
+func run(rl *fn.ResourceList) (fn.Results, *failure) {
+	var results fn.Results
+	cfg, info, f := readConfig(rl.FunctionConfig)
+	if info != nil {
+		results = append(results, info)
+	}
+	if f == nil {
+		f = applyData(&cfg)
+	}
+	if f == nil {
+		f = validate(cfg.Image)
+	}
+	if f != nil {
+		return results, f
+	}
+
+	originals := make([]*yaml.RNode, len(rl.Items))
 	for i, obj := range rl.Items {
-		updated, n, err := setImages(obj, cfg.Image, fields)
-		if err != nil {
-			rl.Results = append(rl.Results, errorResult(err, obj))
-			ok = false
-			continue
+		originals[i] = obj.CopyToResourceNode()
+	}
+	total := 0
+	m := newMatcher(cfg.Image.Name)
+	for i, obj := range rl.Items {
+		node, n, f := setStandardImages(obj, cfg.Image, m)
+		if f != nil {
+			return results, f
 		}
-		rl.Items[i] = updated
+		rl.Items[i] = fn.MoveToKubeObject(node)
 		total += n
 	}
-	rl.Results = append(rl.Results, &fn.Result{
-		Message:  fmt.Sprintf(summaryFormat, total),
-		Severity: fn.Info,
-	})
-	return ok, nil
-}
 
-// standardImageFields are the image fields set-image updates on every
-// resource.
-func standardImageFields() types.FsSlice {
-	return types.FsSlice{
-		{Path: "spec/containers[]/image"},
-		{Path: "spec/initContainers[]/image"},
-		{Path: "spec/template/spec/containers[]/image"},
-		{Path: "spec/template/spec/initContainers[]/image"},
+	if cfg.AdditionalImageFields != nil {
+		image, f := cfg.additionalImage()
+		if f != nil {
+			return results, f
+		}
+		for i, obj := range rl.Items {
+			updated, n, err, f := setAdditionalImages(obj, originals[i], image, cfg.AdditionalImageFields)
+			total += n
+			if f != nil {
+				return results, f
+			}
+			if err != nil {
+				results = append(results, objectResult(err.Error(), obj, fn.Error))
+				continue
+			}
+			rl.Items[i] = updated
+		}
 	}
+
+	return append(results, &fn.Result{Message: fmt.Sprintf(summaryFormat, total), Severity: fn.Info}), nil
 }
 
-// setImages applies image to the fields of a copy of obj and returns the
-// copy with the number of fields whose value changed. obj itself is not
-// modified.
-func setImages(obj *fn.KubeObject, image types.Image, fields types.FsSlice) (*fn.KubeObject, int, error) {
+// podTemplateKinds are the kinds whose spec.template.spec containers the
+// catalog updates.
+var podTemplateKinds = map[string]bool{
+	"Deployment": true, "StatefulSet": true, "ReplicaSet": true, "DaemonSet": true, "PodTemplate": true,
+}
+
+// containerLists are the container lists of a pod spec the catalog updates,
+// in its order.
+//
+// As the catalog's code does at 76fe381 (updateContainerImages in
+// transformer/images_transformer.go), the init containers are looked for
+// under the misspelt "iniContainers", so spec.initContainers is never
+// updated (and a field actually named iniContainers is).
+var containerLists = []string{"iniContainers", "containers"}
+
+// setStandardImages sets the image in the standard image fields of a copy
+// of obj and returns the copy with the number of fields whose value
+// changed, the way the catalog's code does at 76fe381 (Run, setPodContainers,
+// setPodSpecContainers, updateContainerImages and getNewImageName in
+// transformer/images_transformer.go): only the kinds Pod (spec) and
+// Deployment, StatefulSet, ReplicaSet, DaemonSet and PodTemplate
+// (spec.template.spec), by kind alone; any other kind (a Job, a CronJob, a
+// custom resource) is left as it is.
+func setStandardImages(obj *fn.KubeObject, image Image, m *matcher) (*yaml.RNode, int, *failure) {
 	node := obj.CopyToResourceNode()
-	var tracker changeTracker
-	filter := imagetag.Filter{ImageTag: image, FsSlice: fields}
-	filter.WithMutationTracker(tracker.record)
-	if _, err := filter.Filter([]*yaml.RNode{node}); err != nil {
-		return nil, 0, fmt.Errorf("set image %q: %w", image.Name, err)
+	kind := obj.GetKind()
+	if kind != "Pod" && !podTemplateKinds[kind] {
+		return node, 0, nil
 	}
-	tracker.restoreComments()
-	return fn.MoveToKubeObject(node), tracker.changed, nil
-}
-
-// changeTracker counts the image fields kustomize sets and remembers their
-// comments: kustomize replaces a field's node with a new one, comments and
-// all, and kpt keeps the comments of the fields a function changes.
-type changeTracker struct {
-	changed int
-	set     []fieldComments
-}
-
-// fieldComments are the comments of one image field before it was set.
-type fieldComments struct {
-	node                    *yaml.Node
-	head, line, footComment string
-}
-
-// record is kustomize's mutation callback, called before a field is set to
-// value.
-func (t *changeTracker) record(_, value, _ string, node *yaml.RNode) {
-	n := node.YNode()
-	if n.Value != value {
-		t.changed++
+	podSpec := mapValue(node.YNode(), "spec")
+	if podSpec == nil {
+		return node, 0, nil
 	}
-	t.set = append(t.set, fieldComments{node: n, head: n.HeadComment, line: n.LineComment, footComment: n.FootComment})
-}
-
-// restoreComments puts back the comments of every field set.
-func (t *changeTracker) restoreComments() {
-	for _, f := range t.set {
-		f.node.HeadComment, f.node.LineComment, f.node.FootComment = f.head, f.line, f.footComment
+	if kind != "Pod" {
+		template := mapValue(podSpec, "template")
+		if template == nil {
+			return node, 0, nil
+		}
+		if podSpec = mapValue(template, "spec"); podSpec == nil {
+			// The catalog's binary panics here (nil pointer): kpt
+			// reports the function as failed, without results.
+			return nil, 0, &failure{Results: fn.Results{{
+				Message:  fmt.Sprintf("%s %q: spec.template has no spec", kind, obj.GetName()),
+				Severity: fn.Error,
+			}}}
+		}
 	}
+
+	// The catalog's SDK reads both lists, and fails on a bad one, before
+	// it looks at any image.
+	var containers []*yaml.Node
+	for _, list := range containerLists {
+		items := mapValue(podSpec, list)
+		if items == nil {
+			continue
+		}
+		if items.Kind != yaml.SequenceNode {
+			return nil, 0, unmatchedFields(list)
+		}
+		for _, c := range items.Content {
+			if c.Kind != yaml.MappingNode {
+				return nil, 0, unmatchedFields(list)
+			}
+		}
+		containers = append(containers, items.Content...)
+	}
+
+	changed := 0
+	for _, c := range containers {
+		field := mapValue(c, "image")
+		old := ""
+		if field != nil {
+			// The catalog's SDK reads only a string (!!str) value.
+			if field.Kind != yaml.ScalarNode || field.Tag != yaml.NodeTagString {
+				return nil, 0, unmatchedFields("image")
+			}
+			old = field.Value
+		}
+		matched, f := m.matches(old)
+		if f != nil {
+			return nil, 0, f
+		}
+		if !matched {
+			continue
+		}
+		value := newImageName(old, image)
+		if value == old {
+			continue
+		}
+		if field == nil {
+			field = &yaml.Node{}
+			c.Content = append(c.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: yaml.NodeTagString, Value: "image"}, field)
+		}
+		// The catalog's SDK replaces the value with a new string node,
+		// keeping its comments.
+		field.Kind, field.Tag, field.Style, field.Value = yaml.ScalarNode, yaml.NodeTagString, 0, value
+		field.Anchor, field.Alias, field.Content = "", nil, nil
+		changed++
+	}
+	return node, changed, nil
 }
 
-// errorResult is the error result for a resource: the resource and, when
-// the orchestrator said, its file (current or legacy annotations).
-func errorResult(err error, obj *fn.KubeObject) *fn.Result {
-	r := &fn.Result{
-		Message:  err.Error(),
+// mapValue is the value of field key of mapping n the catalog's SDK reads:
+// the first one whose key is a string; nil when there is none or n is not a
+// mapping.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind == yaml.ScalarNode && (k.Tag == yaml.NodeTagString || k.Tag == "") && k.Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// newImageName is the catalog's getNewImageName (at 76fe381, in
+// transformer/images_transformer.go), on kustomize's image.Split, which
+// returns the tag and digest without their separators:
+//
+//   - newTag replaces the tag and drops the digest: name:newTag;
+//   - digest replaces both, even with newTag: name@digest;
+//   - with neither, the old tag is appended without its ":", or, without a
+//     tag, the old digest without its "@" (nginx:1.2 with newName mirror/nginx
+//     becomes mirror/nginx1.2).
+func newImageName(old string, image Image) string {
+	name, tag, digest := util.SplitImageName(old)
+	if image.NewName != "" {
+		name = image.NewName
+	}
+	if image.NewTag != "" {
+		tag = ":" + image.NewTag
+	}
+	if image.Digest != "" {
+		tag = "@" + image.Digest
+	}
+	if tag == "" {
+		return name + digest
+	}
+	return name + tag
+}
+
+// matcher says whether an image is the configured one, as kustomize's
+// IsImageMatched does: the name, as a regular expression, then an optional
+// tag and an optional sha256 digest.
+type matcher struct {
+	name string
+	re   *regexp.Regexp
+	err  error
+}
+
+func newMatcher(name string) *matcher {
+	re, err := regexp.Compile(imagePattern(name))
+	return &matcher{name: name, re: re, err: err}
+}
+
+// imagePattern is kustomize's image pattern for name.
+func imagePattern(name string) string {
+	return "^" + name + "(:[a-zA-Z0-9_.{}-]*)?(@sha256:[a-zA-Z0-9_.{}-]*)?$"
+}
+
+// matches says whether image matches. A name that is no regular expression
+// fails the run when an image is first matched against it: the catalog's
+// binary panics there (nil pointer), and kpt reports the function as
+// failed, without results.
+func (m *matcher) matches(image string) (bool, *failure) {
+	if m.err != nil {
+		return false, invalidName(m.name, m.err)
+	}
+	return m.re.MatchString(image), nil
+}
+
+// invalidName is the failure for an image name that is no regular
+// expression.
+func invalidName(name string, err error) *failure {
+	return &failure{Results: fn.Results{{
+		Message:  fmt.Sprintf("invalid image `name` %q: %v", name, err),
 		Severity: fn.Error,
-		ResourceRef: &fn.ResourceRef{
-			APIVersion: obj.GetAPIVersion(),
-			Kind:       obj.GetKind(),
-			Name:       obj.GetName(),
-			Namespace:  obj.GetNamespace(),
-		},
+	}}}
+}
+
+// setAdditionalImages sets the image in the additional image fields of obj
+// the way the catalog's code does at 76fe381 (SetAdditionalFieldSpec and
+// LogResultCallback in custom/custom.go), and returns the updated object
+// with the number of matches; original is obj as kpt passed it.
+//
+// The catalog runs kustomize's image filter through a JSON round trip of
+// the resource (filtersutil.ApplyToJSON) and outputs every resource so
+// round-tripped, whether it has additional image fields or not: scalars
+// come back in the style YAML gives their JSON value (quotes only where
+// needed, null for an empty value, numbers as JSON numbers), which kpt
+// keeps, and without comments and with sorted fields, which kpt restores
+// from its input (comments.CopyComments and order.SyncOrder, as kyaml's
+// FunctionFilter does); this does the same. It counts every field kustomize
+// sets, whether its value changes or not. On an error the resource is left
+// as it was and err says why; a panic in kustomize (an image name that is
+// no regular expression) is a failure.
+func setAdditionalImages(obj *fn.KubeObject, original *yaml.RNode, image types.Image, fields types.FsSlice) (updated *fn.KubeObject, count int, err error, f *failure) {
+	node := obj.CopyToResourceNode()
+	filter := imagetag.Filter{ImageTag: image, FsSlice: fields}
+	filter.WithMutationTracker(func(_, _, _ string, _ *yaml.RNode) { count++ })
+	defer func() {
+		if recover() != nil {
+			updated, err = nil, nil
+			_, compileErr := regexp.Compile(imagePattern(image.Name))
+			f = invalidName(image.Name, compileErr)
+		}
+	}()
+	if err := filtersutil.ApplyToJSON(filter, node); err != nil {
+		return nil, count, err, nil
 	}
-	path, index, err := kioutil.GetFileAnnotations(obj.CopyToResourceNode())
-	if err == nil && path != "" {
-		i, _ := strconv.Atoi(index)
-		r.File = &fn.File{Path: path, Index: i}
+	if err := comments.CopyComments(original, node); err != nil {
+		return nil, count, err, nil
 	}
-	return r
+	if err := order.SyncOrder(original, node); err != nil {
+		return nil, count, err, nil
+	}
+	return fn.MoveToKubeObject(node), count, nil, nil
 }

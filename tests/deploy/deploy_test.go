@@ -114,7 +114,7 @@ func TestOverlaysApply(t *testing.T) {
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": 4,
+		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": 10,
 			"HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 4, "Role": 2, "ServiceAccount": 4, "PodTemplate": 1, "ServiceTemplate": 1} {
 			assert.Equal(t, want, kinds[kind], "%s: number of %s", overlay, kind)
 		}

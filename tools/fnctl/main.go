@@ -172,6 +172,16 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fnctl render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.register(fs)
+	resultsDir := fs.String("results-dir", "", "Directory to write kpt's FunctionResultList to, as results.yaml (kpt fn render --results-dir).")
+	images := map[string]string{}
+	fs.Func("map-image", "OLD=NEW: call image NEW where the Kptfile names OLD (repeatable), e.g. gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2 for the catalog's old names in local mode.", func(v string) error {
+		from, to, ok := strings.Cut(v, "=")
+		if !ok || from == "" || to == "" {
+			return fmt.Errorf("want OLD=NEW, not %q", v)
+		}
+		images[from] = to
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] DIR\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back when every function succeeded. Prints progress, timing and results per step.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -194,10 +204,22 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
-	list, err := kptrender.Render(cctx, dir, pb.NewFunctionEvaluatorClient(conn), kptrender.Options{Progress: stderr})
+	mapImage := func(image string) string {
+		if to, ok := images[image]; ok {
+			return to
+		}
+		return image
+	}
+	list, err := kptrender.Render(cctx, dir, pb.NewFunctionEvaluatorClient(conn), kptrender.Options{Progress: stderr, MapImage: mapImage})
 	if list != nil {
 		for _, item := range list.Items {
 			printItem(stderr, item)
+		}
+		if *resultsDir != "" {
+			if werr := writeResults(*resultsDir, list); werr != nil {
+				return werr
+			}
+			fmt.Fprintf(stderr, "For complete results, see %s\n", filepath.Join(*resultsDir, "results.yaml"))
 		}
 	}
 	if err != nil {
@@ -209,6 +231,18 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in 1 package(s).\n", len(list.Items))
 	return nil
+}
+
+// writeResults writes list to dir/results.yaml, as kpt does.
+func writeResults(dir string, list *kptrender.ResultList) error {
+	b, err := yaml.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "results.yaml"), b, 0o644)
 }
 
 func printItem(w io.Writer, item kptrender.StepResult) {

@@ -68,6 +68,25 @@ func TestEvalAndRender(t *testing.T) {
 	assert.Contains(t, string(got), "namespace: rendered", "render wrote")
 	assert.Contains(t, log, "Successfully executed 1 function(s)", "render printed")
 	assert.Contains(t, log, "[1/1] set-namespace:v0.4.5: ok in", "render printed")
+
+	// The catalog's old image names, mapped for local mode; kpt's results
+	// file.
+	pkg = t.TempDir()
+	for name, content := range map[string]string{
+		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n    configMap:\n      tier: web\n",
+		"resources.yaml": resources,
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
+	}
+	results := filepath.Join(t.TempDir(), "results")
+	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2", "--results-dir="+results, pkg)
+	require.NoError(t, err, "render with a mapped image\n%s", log)
+	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
+	assert.Contains(t, string(got), "tier: web", "render with a mapped image wrote")
+	written, err := os.ReadFile(filepath.Join(results, "results.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(written), "kind: FunctionResultList")
+	assert.Contains(t, string(written), "image: gcr.io/kpt-fn/set-labels:unstable", "the image as the Kptfile names it")
 }
 
 func TestUsage(t *testing.T) {

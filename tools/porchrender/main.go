@@ -1,6 +1,7 @@
 // Command porchrender renders a kpt package the way porch-server does, so
 // that fnrunner's conformance suite can drive it: kpt's render library
-// (kptops, porch v1.5.8's kpt) with a function runtime that calls
+// (kptops of kpt v1.0.0-beta.61: porch v1.5.8 pins beta.61.1, which the
+// module proxy does not serve) with a function runtime that calls
 // EvaluateFunction through porch's generated client exactly as porch's
 // grpcRuntime does (insecure transport, one connection, porch's message size
 // limit), and without porch's builtin runtime, so every function goes to the

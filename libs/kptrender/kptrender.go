@@ -279,11 +279,12 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 	// their place, by kpt's resource ids: a selected resource missing from
 	// the output was deleted, an output without an id is new (appended).
 	var selected []*yaml.RNode
+	isSelected := make([]bool, len(items))
 	for i, it := range items {
 		if err := it.PipeE(yaml.SetAnnotation(resourceIDAnnotation, strconv.Itoa(i))); err != nil {
 			return nil, nil, err
 		}
-		if selects(f.Selectors, f.Exclude, it) {
+		if isSelected[i] = selects(f.Selectors, f.Exclude, it); isSelected[i] {
 			selected = append(selected, it)
 		}
 	}
@@ -308,10 +309,9 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 		}
 	}
 	var merged []*yaml.RNode
-	for _, it := range items {
-		id := it.GetAnnotations()[resourceIDAnnotation]
-		switch o, ok := byID[id]; {
-		case !selects(f.Selectors, f.Exclude, it):
+	for i, it := range items {
+		switch o, ok := byID[strconv.Itoa(i)]; {
+		case !isSelected[i]:
 			merged = append(merged, it)
 		case ok:
 			merged = append(merged, o)

@@ -140,11 +140,7 @@ const (
 // porchRender renders pkg through tools/porchrender against the gateway.
 func porchRender(t *testing.T, s *stack.Stack, pkg string) *kptrender.ResultList {
 	t.Helper()
-	bin := os.Getenv("FNRUNNER_PORCHRENDER")
-	require.NotEmpty(t, bin, "FNRUNNER_PORCHRENDER is not set (run under Bazel)")
-	if root := os.Getenv("TEST_SRCDIR"); root != "" && !filepath.IsAbs(bin) {
-		bin = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), bin)
-	}
+	bin := harness.Binary(t, "FNRUNNER_PORCHRENDER")
 	args := []string{"--address", s.GatewayAddress}
 	kf, err := kptrender.ReadKptfile(pkg)
 	require.NoError(t, err)

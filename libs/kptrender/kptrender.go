@@ -1,17 +1,24 @@
 // Package kptrender renders a kpt package the way `kpt fn render` does, with
 // every function call going to a FunctionEvaluator (the gateway): it reads
-// the package (honouring .krmignore), runs the Kptfile's mutators and then
-// its validators, writes the package back, and reports a kpt
-// FunctionResultList.
+// the package (honouring .krmignore), renders its subpackages, runs the
+// Kptfile's mutators and then its validators, writes the package back, and
+// reports a kpt FunctionResultList.
 //
-// Supported: mutators and validators with image plus configMap or
-// configPath, and their selectors and exclude (kpt's semantics: a resource
-// goes to the function when it matches any selector, or there are none, and
-// matches no exclude; a mutator's output replaces what it was given). The
-// Kptfile is among the resources, as kpt reads a package, and each function
-// runs through kyaml's function filter, as kpt's do (comments and field
-// order come back). Not supported: exec functions (an error), subpackages
-// (their pipelines are not run).
+// kpt's render library cannot be imported here (its Kubernetes libraries
+// are older than the root module's; tools/porchrender builds it in its own
+// module and the conformance suite holds the two to the same results), so
+// this package follows kpt v1.0.0-beta.61's internal/util/render by hand:
+// subpackages depth first (kpt's default order; the kpt.dev/bfs-rendering
+// annotation is not supported), each package's pipeline on its own
+// resources plus its subpackages' rendered ones; mutators and validators
+// with image plus configMap or configPath, and their selectors and exclude
+// (a resource goes to the function when it matches any selector, or there
+// are none, and matches no exclude; a mutator's output replaces what it was
+// given); the Kptfiles among the resources; each function through kyaml's
+// function filter in a kio pipeline (comments and field order come back,
+// legacy and current path annotations are kept in step); kpt's checks of
+// what a function returns (KRM only, no two resources at one path).
+// Not supported: exec functions (an error).
 package kptrender
 
 import (
@@ -19,8 +26,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -135,6 +145,8 @@ type ResultList struct {
 	} `yaml:"metadata"`
 	ExitCode int          `yaml:"exitCode"`
 	Items    []StepResult `yaml:"items"`
+	// Packages is fnrunner's addition: how many packages rendered.
+	Packages int `yaml:"-"`
 }
 
 // StepResult is one function's outcome.
@@ -155,50 +167,217 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Render runs dir's pipeline and writes the package back when every
-// function succeeded. The ResultList is returned even when a function
-// failed (ExitCode 1); err is for problems of the package or of the call
-// itself (unreachable gateway, unknown image, ...).
+// Render renders the package in dir as kpt fn render does: each
+// subpackage (a directory below with its own Kptfile) first, depth first in
+// path order, then the package's own pipeline on its resources and the
+// rendered resources of its subpackages. It writes the package back, and
+// removes files left without resources, when every function succeeded.
+// The ResultList is returned even when a function failed (ExitCode 1); err
+// is for problems of the package or of the call itself (unreachable
+// gateway, unknown image, a function's output kpt refuses, ...).
 func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*ResultList, error) {
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rw := packageReadWriter(root, true)
+	// Read first: the writer then knows the files to remove.
+	if _, err := rw.Read(); err != nil {
+		return nil, fmt.Errorf("reading package %s: %w", dir, err)
+	}
+	r := &renderer{root: root, ev: ev, opts: opts, list: &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}}
+	r.list.Metadata.Name = "fnresults"
+	items, err := r.hydrate(ctx, root)
+	if err != nil || r.list.ExitCode != 0 {
+		return r.list, err
+	}
+	for _, it := range items {
+		if err := relativeToRoot(it, root); err != nil {
+			return r.list, err
+		}
+	}
+	if err := rw.Write(items); err != nil {
+		return r.list, fmt.Errorf("writing package %s: %w", dir, err)
+	}
+	return r.list, nil
+}
+
+// packagePathAnnotation is kpt's: the package a resource belongs to (an
+// absolute path), set while a package tree renders and removed before it is
+// written. Functions see it, as they do under kpt.
+const packagePathAnnotation = "internal.config.kubernetes.io/package-path"
+
+// renderer renders a package tree.
+type renderer struct {
+	root string
+	ev   Evaluator
+	opts Options
+	list *ResultList
+}
+
+// hydrate renders the package at dir and returns its resources and those
+// of its subpackages, each annotated with its package and a path relative
+// to it. A function that failed sets r.list.ExitCode and stops the render.
+func (r *renderer) hydrate(ctx context.Context, dir string) ([]*yaml.RNode, error) {
 	kf, err := ReadKptfile(dir)
 	if err != nil {
 		return nil, err
 	}
-	rw := packageReadWriter(dir, false)
-	items, err := rw.Read()
+	subs, err := subpackages(dir)
+	if err != nil {
+		return nil, err
+	}
+	var input []*yaml.RNode
+	for _, sub := range subs {
+		out, err := r.hydrate(ctx, sub)
+		if err != nil || r.list.ExitCode != 0 {
+			return nil, err
+		}
+		input = append(input, out...)
+	}
+	local, err := (&kio.LocalPackageReader{
+		PackagePath:       dir,
+		PackageFileName:   "Kptfile",
+		MatchFilesGlob:    append([]string{"Kptfile"}, kio.MatchAll...),
+		PreserveSeqIndent: true,
+		WrapBareSeqNode:   true,
+		SetAnnotations:    map[string]string{packagePathAnnotation: dir},
+	}).Read()
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
 	}
-	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
-	list.Metadata.Name = "fnresults"
+	input = append(input, local...)
+	r.list.Packages++
 
 	steps := append(append([]Function{}, kf.Pipeline.Mutators...), kf.Pipeline.Validators...)
+	if len(steps) == 0 {
+		if err := areKRM(input); err != nil {
+			return nil, fmt.Errorf("package %s: input resource list must contain only KRM resources: %w", dir, err)
+		}
+		return input, nil
+	}
 	for i, f := range steps {
 		mutator := i < len(kf.Pipeline.Mutators)
-		out, step, err := runStep(ctx, ev, f, items, opts)
+		out, step, err := runStep(ctx, r.ev, f, dir, input, r.opts)
 		if err != nil {
-			return list, err
+			return nil, fmt.Errorf("package %s: %w", dir, err)
 		}
-		list.Items = append(list.Items, *step)
-		if opts.Progress != nil {
+		r.list.Items = append(r.list.Items, *step)
+		if r.opts.Progress != nil {
 			verdict := "ok"
 			if step.ExitCode != 0 {
 				verdict = fmt.Sprintf("failed (exit code %d)", step.ExitCode)
 			}
-			fmt.Fprintf(opts.Progress, "[%d/%d] %s: %s in %v, %d results\n", i+1, len(steps), f.Image, verdict, step.Duration.Round(time.Millisecond), len(step.Results))
+			where := ""
+			if rel, err := filepath.Rel(r.root, dir); err == nil && rel != "." {
+				where = filepath.ToSlash(rel) + " "
+			}
+			fmt.Fprintf(r.opts.Progress, "[%s%d/%d] %s: %s in %v, %d results\n", where, i+1, len(steps), f.Image, verdict, step.Duration.Round(time.Millisecond), len(step.Results))
 		}
 		if step.ExitCode != 0 {
-			list.ExitCode = 1
-			return list, nil
+			r.list.ExitCode = 1
+			return nil, nil
 		}
 		if mutator {
-			items = out
+			input = out
 		}
 	}
-	if err := rw.Write(items); err != nil {
-		return list, fmt.Errorf("writing package %s: %w", dir, err)
+	return input, nil
+}
+
+// subpackages are the directories below dir holding a Kptfile, not below
+// another such directory (.git skipped), in path order, as kpt finds them.
+func subpackages(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() || p == dir {
+			return nil
+		}
+		if d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(p, "Kptfile")); err == nil {
+			out = append(out, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding subpackages of %s: %w", dir, err)
 	}
-	return list, nil
+	sort.Slice(out, func(i, j int) bool { return filepath.ToSlash(out[i]) < filepath.ToSlash(out[j]) })
+	return out, nil
+}
+
+// relativeToRoot makes n's path relative to the root package (it is
+// relative to n's own package while the tree renders), as kpt does after a
+// render, and drops the package annotation.
+func relativeToRoot(n *yaml.RNode, root string) error {
+	pkg := n.GetAnnotations()[packagePathAnnotation]
+	p, _, err := kioutil.GetFileAnnotations(n)
+	if err != nil {
+		return err
+	}
+	if pkg != "" && pkg != root {
+		rel, err := filepath.Rel(root, pkg)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("resource %s: package %s is not below %s", p, pkg, root)
+		}
+		p = filepath.Join(rel, filepath.Clean(p))
+	}
+	for _, a := range []string{kioutil.PathAnnotation, kioutil.LegacyPathAnnotation} { //nolint:staticcheck // kpt sets both
+		if err := n.PipeE(yaml.SetAnnotation(a, p)); err != nil {
+			return err
+		}
+	}
+	return n.PipeE(yaml.ClearAnnotation(packagePathAnnotation))
+}
+
+// areKRM says which resource, if any, lacks apiVersion, kind or
+// metadata.name (kpt's check; kustomization files are exempt).
+func areKRM(items []*yaml.RNode) error {
+	for _, it := range items {
+		p, _, _ := kioutil.GetFileAnnotations(it)
+		switch base := filepath.Base(p); {
+		case base == "kustomization.yaml" || base == "kustomization.yml" || base == "Kustomization",
+			strings.HasPrefix(it.GetApiVersion(), "kustomize.config.k8s.io"),
+			it.GetApiVersion() == "" && it.GetKind() == "Kustomization":
+			continue
+		case it.GetApiVersion() == "":
+			return fmt.Errorf("%s: resource must have `apiVersion`", p)
+		case it.GetKind() == "":
+			return fmt.Errorf("%s: resource must have `kind`", p)
+		case it.GetName() == "":
+			return fmt.Errorf("%s: resource must have `metadata.name`", p)
+		}
+	}
+	return nil
+}
+
+// checkPaths is kpt's check of a function's output: no resource outside its
+// package, no two at the same path and index of one package.
+func checkPaths(items []*yaml.RNode) error {
+	type key struct{ pkg, path, index string }
+	seen := map[key]bool{}
+	for _, it := range items {
+		p, index, err := kioutil.GetFileAnnotations(it)
+		if err != nil {
+			return err
+		}
+		clean := path.Clean(p)
+		if clean == ".." || strings.HasPrefix(clean, "../") {
+			return fmt.Errorf("function must not modify resources outside of package: resource has path %s", p)
+		}
+		k := key{it.GetAnnotations()[packagePathAnnotation], clean, index}
+		if seen[k] {
+			return fmt.Errorf("resource at path %q and index %q already exists", clean, index)
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 // packageReadWriter reads and writes a package's resources as kpt does: its
@@ -227,7 +406,7 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	}
 	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
 	list.Metadata.Name = "fnresults"
-	out, step, err := callFunction(ctx, ev, Function{Image: image}, items, config, opts)
+	out, step, err := callFunction(ctx, ev, Function{Image: image}, "", items, config, opts)
 	if err != nil {
 		return list, err
 	}
@@ -245,7 +424,7 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 // ConfigMap is the functionConfig kpt makes of key/value arguments: a
 // ConfigMap named function-input.
 func ConfigMap(data map[string]string) (*yaml.RNode, error) {
-	return functionConfig(Function{ConfigMap: data}, nil)
+	return functionConfig(Function{ConfigMap: data}, "", nil)
 }
 
 // ReadKptfile reads dir/Kptfile.
@@ -261,19 +440,20 @@ func ReadKptfile(dir string) (*Kptfile, error) {
 	return &kf, nil
 }
 
-func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
+// runStep runs one step of the pipeline of the package at pkg on items.
+func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, items []*yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
 	switch {
 	case f.Exec != "":
 		return nil, nil, fmt.Errorf("exec functions are not supported (%s): fnrunner runs images", f.Exec)
 	case f.Image == "":
 		return nil, nil, errors.New("a pipeline function has no image")
 	}
-	config, err := functionConfig(f, items)
+	config, err := functionConfig(f, pkg, items)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(f.Selectors) == 0 && len(f.Exclude) == 0 {
-		return callFunction(ctx, ev, f, items, config, opts)
+		return callFunction(ctx, ev, f, pkg, items, config, opts)
 	}
 	// Only the selected resources go to the function; its output takes
 	// their place, by kpt's resource ids: a selected resource missing from
@@ -293,9 +473,9 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 			_ = it.PipeE(yaml.ClearAnnotation(resourceIDAnnotation))
 		}
 	}()
-	out, step, err := callFunction(ctx, ev, f, selected, config, opts)
-	if err != nil || out == nil {
-		return out, step, err
+	out, step, err := callFunction(ctx, ev, f, pkg, selected, config, opts)
+	if err != nil || step.ExitCode != 0 {
+		return nil, step, err
 	}
 	byID := map[string]*yaml.RNode{}
 	var added []*yaml.RNode
@@ -328,11 +508,18 @@ func runStep(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode,
 
 // callFunction sends items and config to the function f names and returns
 // its output items (nil when it failed) and its StepResult. It goes
-// through kyaml's function filter, as kpt does, so that what the function
-// returns gets back the comments and field order of what it was given (a
-// function that re-encodes resources, as starlark does, loses both), and a
-// resource it adds gets a default path.
-func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.RNode, config *yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
+// through kyaml's function filter in a kio pipeline, as kpt does, so that
+// what the function returns gets back the comments and field order of what
+// it was given (a function that re-encodes resources, as starlark does,
+// loses both), a resource it adds gets a default path, and a path changed
+// in either annotation (config.kubernetes.io/path, the legacy one, or
+// internal.config.kubernetes.io/path) is changed in both. A resource it
+// adds belongs to pkg (when not empty); the output must be KRM with no two
+// resources at one path and index of a package, or err says which.
+func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, items []*yaml.RNode, config *yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
+	if err := areKRM(items); err != nil {
+		return nil, nil, fmt.Errorf("%s: input resource list must contain only KRM resources: %w", f.Image, err)
+	}
 	image := f.Image
 	if opts.MapImage != nil {
 		image = opts.MapImage(image)
@@ -372,7 +559,14 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.R
 	for i, it := range items {
 		copies[i] = it.Copy()
 	}
-	out, err := filter.Filter(copies)
+	output := &kio.PackageBuffer{}
+	err := kio.Pipeline{
+		Inputs:                []kio.Reader{&kio.PackageBuffer{Nodes: copies}},
+		Filters:               []kio.Filter{filter},
+		Outputs:               []kio.Writer{output},
+		ContinueOnEmptyResult: true,
+	}.Execute()
+	out := output.Nodes
 	switch {
 	case callErr != nil && status.Code(callErr) == codes.Internal:
 		// The function failed: its results and stderr are in the details.
@@ -391,17 +585,31 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, items []*yaml.R
 	case err != nil:
 		return nil, nil, fmt.Errorf("%s: %w", f.Image, err)
 	}
+	for _, o := range out {
+		if pkg != "" && o.GetAnnotations()[packagePathAnnotation] == "" {
+			if err := o.PipeE(yaml.SetAnnotation(packagePathAnnotation, pkg)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := checkPaths(out); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", f.Image, err)
+	}
+	if err := areKRM(out); err != nil {
+		return nil, nil, fmt.Errorf("%s: output resource list must contain only KRM resources: %w", f.Image, err)
+	}
 	return out, step, nil
 }
 
-// functionConfig builds a step's functionConfig: the package resource at
-// configPath, or a ConfigMap named function-input holding configMap.
-func functionConfig(f Function, items []*yaml.RNode) (*yaml.RNode, error) {
+// functionConfig builds a step's functionConfig: the resource of the
+// package at pkg at configPath (as earlier steps left it), or a ConfigMap
+// named function-input holding configMap.
+func functionConfig(f Function, pkg string, items []*yaml.RNode) (*yaml.RNode, error) {
 	if f.ConfigPath != "" {
 		want := filepath.Clean(f.ConfigPath)
 		for _, it := range items {
 			p, _, err := kioutil.GetFileAnnotations(it)
-			if err == nil && filepath.Clean(p) == want {
+			if err == nil && filepath.Clean(p) == want && it.GetAnnotations()[packagePathAnnotation] == pkg {
 				return it.Copy(), nil
 			}
 		}

@@ -112,3 +112,136 @@ func contains(s []string, v string) bool {
 	}
 	return false
 }
+
+// canned answers every call with the same ResourceList items, whatever it
+// was given.
+type canned struct{ items string }
+
+func (c canned) EvaluateFunction(_ context.Context, _ *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	return &pb.EvaluateFunctionResponse{ResourceList: []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n" + c.items)}, nil
+}
+
+// TestOutputKptRefuses: what kpt refuses from a function is an error of the
+// render, and the package is left as it was.
+func TestOutputKptRefuses(t *testing.T) {
+	for _, c := range []struct{ name, items, want string }{
+		{
+			name:  "not KRM",
+			items: "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    annotations:\n      internal.config.kubernetes.io/path: cm.yaml\n",
+			want:  "must contain only KRM resources: cm.yaml: resource must have `metadata.name`",
+		},
+		{
+			name: "two resources at one path and index",
+			items: "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n    annotations:\n      internal.config.kubernetes.io/path: cm.yaml\n      internal.config.kubernetes.io/index: '0'\n" +
+				"- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: b\n    annotations:\n      internal.config.kubernetes.io/path: cm.yaml\n      internal.config.kubernetes.io/index: '0'\n",
+			want: `resource at path "cm.yaml" and index "0" already exists`,
+		},
+		{
+			name:  "outside the package",
+			items: "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n    annotations:\n      internal.config.kubernetes.io/path: ../../etc/cm.yaml\n",
+			want:  "function must not modify resources outside of package",
+		},
+		{
+			name:  "outside the package by the legacy annotation",
+			items: "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n    annotations:\n      config.kubernetes.io/path: ../cm.yaml\n",
+			want:  "function must not modify resources outside of package",
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writePackage(t, dir, map[string]string{
+				"Kptfile":        kptfile("p", "    - image: canned\n"),
+				"resources.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+			})
+			_, err := kptrender.Render(context.Background(), dir, canned{c.items}, kptrender.Options{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			got, err := os.ReadFile(filepath.Join(dir, "resources.yaml"))
+			require.NoError(t, err)
+			assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n", string(got), "package unchanged")
+			_, err = os.Stat(filepath.Join(dir, "..", "cm.yaml"))
+			assert.True(t, os.IsNotExist(err), "nothing written outside the package")
+		})
+	}
+}
+
+// recorder answers with what it was given and records, per call, the
+// functionConfig's name and the given resources' package-relative paths.
+type recorder struct{ calls []string }
+
+func (r *recorder) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	rl, err := yaml.Parse(string(in.GetResourceList()))
+	if err != nil {
+		return nil, err
+	}
+	call := in.GetImage() + " config="
+	if fc := rl.Field("functionConfig"); fc != nil {
+		call += fc.Value.GetName()
+	}
+	call += ":"
+	items, err := rl.Pipe(yaml.Lookup("items"))
+	if err != nil {
+		return nil, err
+	}
+	elems, err := items.Elements()
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range elems {
+		call += " " + it.GetName()
+	}
+	r.calls = append(r.calls, call)
+	return &pb.EvaluateFunctionResponse{ResourceList: in.GetResourceList()}, nil
+}
+
+// TestSubpackages: each package's pipeline runs after its subpackages',
+// on its resources and theirs, and a configPath names a resource of its
+// own package even when a subpackage has a file of that name.
+func TestSubpackages(t *testing.T) {
+	dir := t.TempDir()
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\n"
+	}
+	writePackage(t, dir, map[string]string{
+		"Kptfile":            kptfile("root", "    - image: root-fn\n      configPath: fn.yaml\n"),
+		"fn.yaml":            cm("root-config"),
+		"a.yaml":             cm("root-a"),
+		"b/Kptfile":          kptfile("b", "    - image: b-fn\n      configPath: fn.yaml\n"),
+		"b/fn.yaml":          cm("b-config"),
+		"b/c/Kptfile":        kptfile("c", ""),
+		"b/c/c.yaml":         cm("c-c"),
+		"a/Kptfile":          kptfile("a", "    - image: a-fn\n"),
+		"a/a.yaml":           cm("a-a"),
+		"plain/plain.yaml":   cm("root-plain"),
+		".git/ignored/x.txt": "not a package",
+	})
+	r := &recorder{}
+	list, err := kptrender.Render(context.Background(), dir, r, kptrender.Options{})
+	require.NoError(t, err)
+	require.Zero(t, list.ExitCode)
+	assert.Equal(t, []string{
+		"a-fn config=: a a-a",
+		"b-fn config=b-config: c c-c b b-config",
+		"root-fn config=root-config: a a-a c c-c b b-config root root-a root-config root-plain",
+	}, r.calls)
+	got, err := os.ReadFile(filepath.Join(dir, "b", "c", "c.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, cm("c-c"), string(got), "written back where it was, with no annotation of the render")
+}
+
+func kptfile(name, mutators string) string {
+	s := "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: " + name + "\n"
+	if mutators != "" {
+		s += "pipeline:\n  mutators:\n" + mutators
+	}
+	return s
+}
+
+func writePackage(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+}

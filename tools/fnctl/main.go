@@ -182,6 +182,16 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		images[from] = to
 		return nil
 	})
+	prefixes := map[string]string{}
+	fs.Func("map-image-prefix", "OLD=NEW: call NEW+rest where a Kptfile image is OLD+rest (repeatable; NEW may be empty; --map-image wins, then the longest OLD), e.g. gcr.io/kpt-fn/= for the catalog's old registry in local mode.", func(v string) error {
+		from, to, ok := strings.Cut(v, "=")
+		if !ok || from == "" {
+			return fmt.Errorf("want OLD=NEW, not %q", v)
+		}
+		prefixes[from] = to
+		return nil
+	})
+	truncate := fs.Bool("truncate-output", true, "Print at most 4 lines of a failed function's stderr (kpt fn render --truncate-output).")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] DIR\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back when every function succeeded. Prints progress, timing and results per step.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -204,16 +214,11 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
-	mapImage := func(image string) string {
-		if to, ok := images[image]; ok {
-			return to
-		}
-		return image
-	}
+	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
 	list, err := kptrender.Render(cctx, dir, pb.NewFunctionEvaluatorClient(conn), kptrender.Options{Progress: stderr, MapImage: mapImage})
 	if list != nil {
 		for _, item := range list.Items {
-			printItem(stderr, item)
+			printItem(stderr, item, *truncate)
 		}
 		if *resultsDir != "" {
 			if werr := writeResults(*resultsDir, list); werr != nil {
@@ -229,7 +234,7 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\nPackage %q not written: a function failed.\n", dir)
 		return exitError{1}
 	}
-	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in 1 package(s).\n", len(list.Items))
+	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in %d package(s).\n", len(list.Items), list.Packages)
 	return nil
 }
 
@@ -245,7 +250,32 @@ func writeResults(dir string, list *kptrender.ResultList) error {
 	return os.WriteFile(filepath.Join(dir, "results.yaml"), b, 0o644)
 }
 
-func printItem(w io.Writer, item kptrender.StepResult) {
+// imageMap rewrites a Kptfile's image names: an exact name first, else
+// the longest matching prefix.
+type imageMap struct{ exact, prefixes map[string]string }
+
+// Map returns what to call for image.
+func (m imageMap) Map(image string) string {
+	if to, ok := m.exact[image]; ok {
+		return to
+	}
+	best, found := "", false
+	for from := range m.prefixes {
+		if strings.HasPrefix(image, from) && len(from) >= len(best) {
+			best, found = from, true
+		}
+	}
+	if found {
+		return m.prefixes[best] + strings.TrimPrefix(image, best)
+	}
+	return image
+}
+
+// stderrLines is how much of a failed function's stderr kpt prints when it
+// truncates output.
+const stderrLines = 4
+
+func printItem(w io.Writer, item kptrender.StepResult, truncate bool) {
 	verdict := "PASS"
 	if item.ExitCode != 0 {
 		verdict = "FAIL"
@@ -258,7 +288,16 @@ func printItem(w io.Writer, item kptrender.StepResult) {
 		fmt.Fprintf(w, "    %s\n", r.String())
 	}
 	if s := strings.TrimSpace(item.Stderr); s != "" && item.ExitCode != 0 {
-		fmt.Fprintf(w, "  Stderr:\n    %s\n", strings.ReplaceAll(s, "\n", "\n    "))
+		lines := strings.Split(s, "\n")
+		more := 0
+		if truncate && len(lines) > stderrLines {
+			more = len(lines) - stderrLines
+			lines = lines[:stderrLines]
+		}
+		fmt.Fprintf(w, "  Stderr:\n    %s\n", strings.Join(lines, "\n    "))
+		if more > 0 {
+			fmt.Fprintf(w, "    ...(%d line(s) truncated, use '--truncate-output=false' to disable)\n", more)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/libs/kptrender"
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
@@ -79,7 +80,7 @@ func TestEvalAndRender(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
 	}
 	results := filepath.Join(t.TempDir(), "results")
-	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2", "--results-dir="+results, pkg)
+	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2", "--map-image-prefix=gcr.io/kpt-fn/=", "--results-dir="+results, pkg)
 	require.NoError(t, err, "render with a mapped image\n%s", log)
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	assert.Contains(t, string(got), "tier: web", "render with a mapped image wrote")
@@ -98,4 +99,40 @@ func TestUsage(t *testing.T) {
 	err = run(context.Background(), []string{"eval", "--help"}, nil, &out, &out)
 	assert.NoError(t, err, "eval --help")
 	assert.Contains(t, out.String(), "-fn-config", "eval --help")
+}
+
+func TestImageMap(t *testing.T) {
+	m := imageMap{
+		exact:    map[string]string{"gcr.io/kpt-fn/set-labels:unstable": "set-labels:v0.2.2"},
+		prefixes: map[string]string{"gcr.io/kpt-fn/": "", "gcr.io/kpt-fn/starlark": "ghcr.io/kptdev/krm-functions-catalog/starlark"},
+	}
+	for image, want := range map[string]string{
+		"gcr.io/kpt-fn/set-labels:unstable":      "set-labels:v0.2.2",
+		"gcr.io/kpt-fn/set-namespace:v0.4.5":     "set-namespace:v0.4.5",
+		"gcr.io/kpt-fn/starlark:v0.5.5":          "ghcr.io/kptdev/krm-functions-catalog/starlark:v0.5.5",
+		"ghcr.io/kptdev/krm-functions-catalog/x": "ghcr.io/kptdev/krm-functions-catalog/x",
+	} {
+		assert.Equal(t, want, m.Map(image), image)
+	}
+}
+
+func TestTruncateOutput(t *testing.T) {
+	item := kptrender.StepResult{Image: "f", ExitCode: 1, Stderr: "1\n2\n3\n4\n5\n6\n"}
+	for _, c := range []struct {
+		truncate bool
+		want     []string
+		not      []string
+	}{
+		{true, []string{"    4\n", "...(2 line(s) truncated, use '--truncate-output=false' to disable)"}, []string{"    5\n"}},
+		{false, []string{"    6\n"}, []string{"truncated"}},
+	} {
+		var out bytes.Buffer
+		printItem(&out, item, c.truncate)
+		for _, w := range c.want {
+			assert.Contains(t, out.String(), w, "truncate=%v", c.truncate)
+		}
+		for _, n := range c.not {
+			assert.NotContains(t, out.String(), n, "truncate=%v", c.truncate)
+		}
+	}
 }

@@ -10,8 +10,9 @@
 //	porchrender --address localhost:9445 [--map-image old=new ...] DIR
 //
 // It reads DIR into memory (as porch reads a package revision), renders it,
-// writes the package back to DIR and prints kpt's FunctionResultList as YAML
-// on stdout. It exits 1 when the render failed (the result list says why), 2
+// writes the package back to DIR and prints the result list as porch keeps it
+// in a PackageRevision's render status (porch's ResultList, as JSON) on
+// stdout. It exits 1 when the render failed (the result list says why), 2
 // on bad usage or I/O.
 //
 // It is its own Go module (tools/porchrender/go.mod) so that kpt's and
@@ -21,6 +22,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -34,11 +36,11 @@ import (
 	kptfn "github.com/kptdev/kpt/pkg/fn"
 	"github.com/kptdev/kpt/pkg/lib/kptops"
 	"github.com/kptdev/kpt/pkg/lib/runneroptions"
+	porchapi "github.com/nephio-project/porch/api/porch/v1alpha1"
 	"github.com/nephio-project/porch/func/evaluator"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 // porch-server's --max-request-body-size default, which it also uses as the
@@ -97,7 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // render itself failed (a function, or kpt).
 func render(ctx context.Context, dir, address string, maxSize int, prefix string, images imageMap, out io.Writer) (failed bool, err error) {
 	mem := filesys.MakeFsInMemory()
-	const pkgPath = "/pkg"
+	// Porch writes a package revision's files at the root of the in-memory
+	// file system and renders the topmost directory with a Kptfile
+	// (pkg/task/render.go writeResources): "/" here.
+	const pkgPath = "/"
 	if err := load(dir, mem, pkgPath); err != nil {
 		return false, err
 	}
@@ -111,7 +116,16 @@ func render(ctx context.Context, dir, address string, maxSize int, prefix string
 	opts.InitDefaults(prefix)
 	result, renderErr := kptops.NewRenderer(opts).Render(ctx, mem, kptfn.RenderOptions{PkgPath: pkgPath, Runtime: rt})
 	if result != nil {
-		b, err := yaml.Marshal(result)
+		// What porch keeps and shows: kpt's list converted, through JSON,
+		// to porch's API type (pkg/task/render.go convertResultList).
+		var rr porchapi.ResultList
+		b, err := json.Marshal(result)
+		if err == nil {
+			err = json.Unmarshal(b, &rr)
+		}
+		if err == nil {
+			b, err = json.Marshal(rr)
+		}
 		if err != nil {
 			return renderErr != nil, err
 		}

@@ -5,6 +5,9 @@
 #   usage (from the Bazel targets): gobench.sh TEST_BINARY BENCH NAME=VALUE [WORD...]... [-- flags]
 # A WORD without NAME= continues the previous variable's value (space-
 # separated lists such as $(rootpaths ...) arrive as separate arguments).
+# Like bazel test, it runs the binary in its package's directory, with
+# TEST_SRCDIR and TEST_WORKSPACE set, so that relative test data (testdata/)
+# and runfile paths resolve as they do under bazel test.
 set -euo pipefail
 test_binary=$1
 bench=$2
@@ -20,4 +23,10 @@ while [[ $# -gt 0 && $1 != -- && $1 != -* ]]; do
   shift
 done
 [[ ${1:-} == -- ]] && shift
-exec "$test_binary" -test.run='^$' -test.bench="^Benchmark${bench}\$" -test.benchtime=1x -test.timeout=2h "$@"
+# bazel run starts here, in the workspace's runfiles directory.
+export TEST_SRCDIR=${TEST_SRCDIR:-$(dirname "$PWD")}
+export TEST_WORKSPACE=${TEST_WORKSPACE:-$(basename "$PWD")}
+binary=$PWD/$test_binary
+# tests/pods/pods_test_/pods_test runs in tests/pods.
+cd "$(dirname "$(dirname "$test_binary")")"
+exec "$binary" -test.run='^$' -test.bench="^Benchmark${bench}\$" -test.benchtime=1x -test.timeout=2h "$@"

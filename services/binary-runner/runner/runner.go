@@ -9,9 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -27,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
+	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 )
 
@@ -189,25 +187,17 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 }
 
 // ErrBinaryMissing is a binary executor path with no executable file behind
-// it in this runner.
-var ErrBinaryMissing = errors.New("no executable binary")
+// it in this runner (binpath.Resolve).
+var ErrBinaryMissing = binpath.ErrMissing
 
 // binaryRuntime is the binary executor's runtime for a table path
-// (executortable.ResolveBinary).
+// (binpath.Resolve). A missing binary is ErrBinaryMissing; any other error
+// (a path the rules refuse, permissions, I/O) is the runner's problem, not
+// a reason to run something else.
 func (r *Runner) binaryRuntime(path string) (*fnexec.Binary, error) {
-	bin, err := executortable.ResolveBinary(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
+	bin, err := binpath.Resolve(r.opts.FunctionsDir, path, r.opts.AllowAbsolutePaths)
 	if err != nil {
 		return nil, err
-	}
-	st, err := os.Stat(bin)
-	switch {
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR),
-		err == nil && (!st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0):
-		return nil, fmt.Errorf("%w at %s in the binary-runner", ErrBinaryMissing, path)
-	case err != nil:
-		// Not a missing binary (permissions, I/O): the runner's problem,
-		// not a reason to run something else.
-		return nil, fmt.Errorf("binary %s: %w", path, err)
 	}
 	return &fnexec.Binary{Argv: []string{bin}, Options: r.opts.Exec}, nil
 }

@@ -96,6 +96,11 @@ func configFromConfigMap(o *fn.KubeObject) (*Config, error) {
 }
 
 func configFromCustom(o *fn.KubeObject) (*Config, error) {
+	// Read through YAML text and JSON, at a cost of hundreds of bytes for
+	// each of its bytes.
+	if size := configBytes(o); size > maxConfigBytes {
+		return nil, fmt.Errorf("%w: an %s of about %d bytes, more than %d", ErrTooLarge, ConfigKind, size, maxConfigBytes)
+	}
 	var c customConfig
 	if err := yaml.Unmarshal([]byte(o.String()), &c); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", ConfigKind, err)
@@ -111,6 +116,15 @@ func configFromCustom(o *fn.KubeObject) (*Config, error) {
 		cfg.AdditionalNameFields = c.FieldSpecs
 	}
 	return cfg, nil
+}
+
+// configBytes is textBytes of o's tree, read in place: o is left an object
+// of the same nodes.
+func configBytes(o *fn.KubeObject) int {
+	n := o.MoveToResourceNode()
+	size := textBytes(n.YNode())
+	*o = *fn.MoveToKubeObject(n)
+	return size
 }
 
 func (c *Config) validate() error {

@@ -23,6 +23,11 @@
 // on drops those annotations along with its own build annotations; the
 // corpus records it, and this package keeps it so that its output is the
 // catalog's.
+//
+// Limits (the function runs in the binary-runner's process): an
+// EnsureNameSubstring of more than 256 KiB, or a run that would write or
+// search more than its input warrants (see budget), fails with an error
+// wrapping ErrTooLarge.
 package ensurenamesubstring
 
 import (
@@ -30,8 +35,8 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/api/hasher"
-	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -53,37 +58,64 @@ func run(rl *fn.ResourceList) error {
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	m, err := newResMap(rl.Items)
+	resources, input, err := readResources(rl.Items)
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
 	}
-	done, err := ensureNames(m, cfg)
+	b := newBudget(input)
+	done, err := ensureNames(resources, cfg, b)
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	if err := updateDependsOn(m.Resources(), done); err != nil {
+	if err := updateDependsOn(resources, done); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	if err := fixNameReferences(m); err != nil {
+	if err := fixNameReferences(resources, b); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	if err := clearBuildAnnotations(m.Resources()); err != nil {
+	if err := clearBuildAnnotations(resources); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	rl.Items = fn.MoveToKubeObjects(m.ToRNodeSlice())
+	out := make([]*yaml.RNode, len(resources))
+	for i, r := range resources {
+		out[i] = &r.RNode
+	}
+	rl.Items = fn.MoveToKubeObjects(out)
 	return nil
 }
 
-// newResMap makes a kustomize ResMap of copies of the items, local config
-// included.
-func newResMap(items fn.KubeObjects) (resmap.ResMap, error) {
+// readResources reads copies of the items, local config included, as
+// kustomize's ResMap does (resmap.Factory.NewResMapFromRNodeSlice): each
+// must have a kind and a name, empty ones are dropped, and no two may have
+// the same resource id. (ResMap checks each id against all before it; this
+// looks it up.) input is the size of the copies (see treeBytes).
+func readResources(items fn.KubeObjects) (resources []*resource.Resource, input int, err error) {
 	nodes := make([]*yaml.RNode, len(items))
 	for i, o := range items {
 		nodes[i] = o.CopyToResourceNode()
+		input += treeBytes(nodes[i].YNode())
 	}
 	rf := resource.NewFactory(&hasher.Hasher{})
 	rf.IncludeLocalConfigs = true
-	return resmap.NewFactory(rf).NewResMapFromRNodeSlice(nodes)
+	if resources, err = rf.ResourcesFromRNodes(nodes); err != nil {
+		return nil, 0, err
+	}
+	type key struct {
+		gvk             resid.Gvk
+		name, namespace string
+	}
+	ids := make(map[key]bool, len(resources))
+	for _, r := range resources {
+		// ResId.Equals: the same group, version, kind and name, in the
+		// same effective namespace.
+		id := r.CurId()
+		k := key{gvk: resid.Gvk{Group: id.Group, Version: id.Version, Kind: id.Kind}, name: id.Name, namespace: id.EffectiveNamespace()}
+		if ids[k] {
+			return nil, 0, fmt.Errorf("may not add resource with an already registered id: %s", id)
+		}
+		ids[k] = true
+	}
+	return resources, input, nil
 }
 
 // clearBuildAnnotations removes kustomize's build annotations, which

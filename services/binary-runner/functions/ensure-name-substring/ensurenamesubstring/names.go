@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/kustomize/api/filters/fieldspec"
-	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/resid"
@@ -26,25 +25,29 @@ type renames map[objectRef]string
 // ensureNames adds the substring to every name field that lacks it, in the
 // resources whose names the function changes. A changed metadata.name is
 // recorded on the resource (kustomize's previous-id annotations, which the
-// name reference fix reads) and in the returned renames.
-func ensureNames(m resmap.ResMap, cfg *Config) (renames, error) {
+// name reference fix reads) and in the returned renames. What it adds is
+// spent from b.
+func ensureNames(resources []*resource.Resource, cfg *Config, b *budget) (renames, error) {
 	done := renames{}
 	fields := cfg.nameFields()
-	for _, r := range m.Resources() {
+	for _, r := range resources {
 		id := r.OrgId()
 		if keepsName(id) {
 			continue
 		}
 		what := describe(r)
+		if err := b.spend(aliasBytes(r.YNode())); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
 		for _, fs := range fields {
 			if !id.IsSelected(&fs.Gvk) {
 				continue
 			}
 			var err error
 			if fs.Path == namePath {
-				err = rename(r, cfg, done)
-			} else {
-				err = r.PipeE(ensureField(fs, cfg))
+				err = rename(r, cfg, done, b)
+			} else if err = b.spend(pathBytes(fs.Path)); err == nil {
+				err = r.PipeE(ensureField(fs, cfg, b))
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", what, err)
@@ -72,11 +75,14 @@ func keepsName(id resid.ResId) bool {
 }
 
 // rename ensures the substring in r's metadata.name.
-func rename(r *resource.Resource, cfg *Config, done renames) error {
+func rename(r *resource.Resource, cfg *Config, done renames, b *budget) error {
 	old := r.GetName()
 	name, changed := cfg.ensure(old)
 	if !changed {
 		return nil
+	}
+	if err := b.spend(16 * len(name)); err != nil {
+		return err
 	}
 	r.StorePreviousId()
 	if cfg.EditMode == Append {
@@ -93,14 +99,18 @@ func rename(r *resource.Resource, cfg *Config, done renames) error {
 }
 
 // ensureField is a filter that ensures the substring in each string the
-// field spec selects, creating the field when the spec says so.
-func ensureField(fs types.FieldSpec, cfg *Config) fieldspec.Filter {
+// field spec selects, creating the field when the spec says so, spending
+// what it adds from b.
+func ensureField(fs types.FieldSpec, cfg *Config, b *budget) fieldspec.Filter {
 	return fieldspec.Filter{
 		FieldSpec: fs,
 		SetValue: func(n *yaml.RNode) error {
 			y := n.YNode()
 			if y.Kind != yaml.ScalarNode {
 				return fmt.Errorf("not a string but a %s", kindName(y.Kind))
+			}
+			if err := b.spend(setBytes + len(y.Value) + len(cfg.Substring)); err != nil {
+				return err
 			}
 			if v, changed := cfg.ensure(y.Value); changed {
 				y.Value, y.Tag = v, yaml.NodeTagString

@@ -115,12 +115,19 @@ type searcher struct {
 	valueRegex *regexp.Regexp
 	// path is ByPath split into its elements; nil without one.
 	path pathPattern
+	// putParents and putName are ByPath as putByPath follows it: the
+	// fields (or list indices) on the way, trimmed, and the field set.
+	putParents []string
+	putName    string
 }
 
 // compile validates cfg and prepares its expressions.
 func compile(cfg Config) (*searcher, error) {
 	if cfg.ByValue != "" && cfg.ByValueRegex != "" {
 		return nil, fmt.Errorf("only one of [%q, %q] can be provided", ByValue, ByValueRegex)
+	}
+	if err := checkLimits(cfg); err != nil {
+		return nil, err
 	}
 	s := &searcher{Config: cfg}
 	if cfg.ByValueRegex != "" {
@@ -138,6 +145,8 @@ func compile(cfg Config) (*searcher, error) {
 	}
 	if cfg.ByPath != "" {
 		s.path = parsePathPattern(cfg.ByPath)
+		elems := strings.Split(cfg.ByPath, pathDelimiter)
+		s.putParents, s.putName = cleanPath(elems[:len(elems)-1]), elems[len(elems)-1]
 	}
 	return s, nil
 }

@@ -30,8 +30,8 @@ type Match struct {
 
 // search runs s on one resource node, in place, and returns the fields it
 // reports. count is the number of fields it matched, which can be more than
-// the fields reported (see scalar).
-func (s *searcher) search(node *yaml.RNode) (matches []Match, count int, err error) {
+// the fields reported (see scalar). What it adds is spent from b.
+func (s *searcher) search(node *yaml.RNode, b *budget) (matches []Match, count int, err error) {
 	filePath, err := fileAnnotations(node)
 	if err != nil {
 		return nil, 0, err
@@ -48,11 +48,14 @@ func (s *searcher) search(node *yaml.RNode) (matches []Match, count int, err err
 			return nil, 0, nil
 		}
 	}
-	w := walk{searcher: s, filePath: filePath}
+	w := walk{searcher: s, filePath: filePath, budget: b}
+	if s.path != nil {
+		w.at = newPathMatcher(s.path)
+	}
 	if s.putsByPath() {
 		err = w.putByPath(node.YNode())
 	} else {
-		err = w.node(node.YNode(), "")
+		err = w.node(node.YNode())
 	}
 	return w.matches, w.count, err
 }
@@ -106,11 +109,11 @@ func fileAnnotations(node *yaml.RNode) (string, error) {
 // annotations are not a map.
 func annotationValues(node *yaml.RNode) map[string]string {
 	out := map[string]string{}
-	annotations, err := node.Pipe(yaml.Lookup(yaml.MetadataField, yaml.AnnotationsField))
-	if err != nil || annotations == nil || annotations.YNode().Kind != yaml.MappingNode {
+	annotations := lookup(node.YNode(), yaml.MetadataField, yaml.AnnotationsField)
+	if annotations == nil || annotations.Kind != yaml.MappingNode {
 		return out
 	}
-	content := annotations.YNode().Content
+	content := annotations.Content
 	for i := 0; i+1 < len(content); i += 2 {
 		out[scalarValue(content[i])] = scalarValue(content[i+1])
 	}
@@ -126,11 +129,31 @@ func isMissingMetadata(node *yaml.RNode) bool {
 		{yaml.MetadataField, yaml.NameField}, {yaml.MetadataField, yaml.NamespaceField},
 		{yaml.MetadataField, yaml.LabelsField}, {yaml.MetadataField, yaml.AnnotationsField},
 	} {
-		if f, _ := node.Pipe(yaml.Lookup(path...)); !f.IsNilOrEmpty() {
+		if !yaml.IsYNodeNilOrEmpty(lookup(node.YNode(), path...)) {
 			return false
 		}
 	}
 	return true
+}
+
+// lookup is the value of the fields path under n, as kyaml's Lookup finds
+// it without its cost: nil when a field is missing or what it is in is not
+// a map.
+func lookup(n *yaml.Node, fields ...string) *yaml.Node {
+	for _, f := range fields {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var value *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == f {
+				value = n.Content[i+1]
+				break
+			}
+		}
+		n = value
+	}
+	return n
 }
 
 // walk is one search through one resource.
@@ -139,43 +162,110 @@ type walk struct {
 	filePath string
 	matches  []Match
 	count    int
+	budget   *budget
+	// path is where the walk is: the fields and list items it went into.
+	path []pathStep
+	// at says whether the path matches by-path; nil without one.
+	at *pathMatcher
 }
 
-// node visits n, at field path path (with a leading delimiter, empty at the
-// root), and everything under it. Every field is searched, kpt's own
-// annotations (config.kubernetes.io/path, index, internal.config.kubernetes.io/*)
-// included, as the catalog's code does at 76fe381 (acceptImpl in
-// searchreplace/walk.go).
-func (w *walk) node(n *yaml.Node, path string) error {
+// pathStep is one step of a walk: into a field, or into item index of a
+// list (field "").
+type pathStep struct {
+	field string
+	index int
+}
+
+// fieldPath is the walk's path as results report it, e.g.
+// spec.containers[0].image.
+func (w *walk) fieldPath() string {
+	var b strings.Builder
+	for _, s := range w.path {
+		if s.index < 0 {
+			b.WriteString(pathDelimiter)
+			b.WriteString(s.field)
+			continue
+		}
+		b.WriteString("[")
+		b.WriteString(strconv.Itoa(s.index))
+		b.WriteString("]")
+	}
+	return strings.TrimPrefix(b.String(), pathDelimiter)
+}
+
+// fieldPathLen is len(w.fieldPath()), without making it.
+func (w *walk) fieldPathLen() int {
+	n := 0
+	for _, s := range w.path {
+		if s.index < 0 {
+			n += len(pathDelimiter) + len(s.field)
+		} else {
+			n += len("[]") + len(strconv.Itoa(s.index))
+		}
+	}
+	if n > 0 && w.path[0].index < 0 {
+		n -= len(pathDelimiter)
+	}
+	return n
+}
+
+// node visits n and everything under it. Every field is searched, kpt's
+// own annotations (config.kubernetes.io/path, index,
+// internal.config.kubernetes.io/*) included, as the catalog's code does at
+// 76fe381 (acceptImpl in searchreplace/walk.go).
+func (w *walk) node(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := w.node(c, path); err != nil {
+			if err := w.node(c); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
-		return w.mapping(n, path)
+		return w.mapping(n)
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := w.node(c, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			w.path = append(w.path, pathStep{index: i})
+			var old pathElement
+			var replaced bool
+			if w.at != nil {
+				old, replaced = w.at.pushIndex(i)
+			}
+			err := w.node(c)
+			if w.at != nil {
+				w.at.popIndex(old, replaced)
+			}
+			w.path = w.path[:len(w.path)-1]
+			if err != nil {
 				return err
 			}
 		}
 	case yaml.ScalarNode:
-		return w.scalar(n, path)
+		return w.scalar(n)
 	}
 	return nil
 }
 
 // mapping visits a mapping: first the list fields put-comment applies to,
 // then every field's value.
-func (w *walk) mapping(n *yaml.Node, path string) error {
-	if err := w.commentLists(n, path); err != nil {
+func (w *walk) mapping(n *yaml.Node) error {
+	if err := w.commentLists(n); err != nil {
 		return err
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if err := w.node(n.Content[i+1], path+pathDelimiter+n.Content[i].Value); err != nil {
+		field := n.Content[i].Value
+		w.path = append(w.path, pathStep{field: field, index: -1})
+		depth := 0
+		if w.at != nil {
+			depth = w.at.depth()
+			w.at.pushField(field)
+		}
+		err := w.node(n.Content[i+1])
+		if w.at != nil {
+			w.at.pop(w.at.depth() - depth)
+		}
+		w.path = w.path[:len(w.path)-1]
+		if err != nil {
 			return err
 		}
 	}
@@ -191,8 +281,8 @@ func (w *walk) mapping(n *yaml.Node, path string) error {
 // matched as YAML text, so a key with a comment of its own (above it or
 // after it) never matches; and the list is left in block style, even if it
 // was a flow list.
-func (w *walk) commentLists(n *yaml.Node, path string) error {
-	if w.PutComment == "" || w.path == nil {
+func (w *walk) commentLists(n *yaml.Node) error {
+	if w.PutComment == "" || w.at == nil {
 		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -200,22 +290,29 @@ func (w *walk) commentLists(n *yaml.Node, path string) error {
 		if value.Kind != yaml.SequenceNode || len(value.Content) == 0 {
 			continue
 		}
-		keyText, err := yaml.String(key)
+		keyText, err := w.text(key)
 		if err != nil {
 			return err
 		}
-		fieldPath := strings.TrimPrefix(path+pathDelimiter+strings.TrimSpace(keyText), pathDelimiter)
-		if !w.path.matches(splitFieldPath(fieldPath)) {
+		if !w.at.matchesField(keyText) {
 			continue
 		}
 		key.LineComment = w.PutComment
+		// The list as YAML text, once for each list it is in.
+		if err := w.budget.spend(encodeBytes + encodeFactor*treeBytes(value)); err != nil {
+			return err
+		}
 		list, err := flowString(value)
 		if err != nil {
 			return err
 		}
+		fieldPath := w.ByPath + " # " + w.PutComment
+		if err := w.budget.spend(matchBytes + 2*len(list) + len(fieldPath)); err != nil {
+			return err
+		}
 		w.matches = append(w.matches, Match{
 			FilePath:  w.filePath,
-			FieldPath: w.ByPath + " # " + w.PutComment,
+			FieldPath: fieldPath,
 			Value:     list,
 		})
 		w.count++
@@ -228,9 +325,8 @@ func (w *walk) commentLists(n *yaml.Node, path string) error {
 // As the catalog's code does at 76fe381 (matchAndReplace in
 // searchreplace/search_replace.go), a field of a resource without a path
 // annotation is matched, counted and changed but not reported.
-func (w *walk) scalar(n *yaml.Node, path string) error {
-	fieldPath := strings.TrimPrefix(path, pathDelimiter)
-	if !w.matchesField(n.Value, fieldPath) {
+func (w *walk) scalar(n *yaml.Node) error {
+	if !w.matchesField(n.Value) {
 		return nil
 	}
 	w.count++
@@ -240,29 +336,45 @@ func (w *walk) scalar(n *yaml.Node, path string) error {
 	if w.filePath == "" {
 		return nil
 	}
-	value, err := yaml.String(n)
+	value, err := w.text(n)
 	if err != nil {
+		return err
+	}
+	if err := w.budget.spend(matchBytes + 2*len(value) + w.fieldPathLen()); err != nil {
 		return err
 	}
 	w.matches = append(w.matches, Match{
 		FilePath:  w.filePath,
-		FieldPath: fieldPath,
-		Value:     strings.TrimSpace(value),
+		FieldPath: w.fieldPath(),
+		Value:     value,
 	})
 	return nil
 }
 
-// matchesField applies the matchers to a field: they are ANDed, and at
-// least one of by-value, by-value-regex and by-path must be given.
-func (w *walk) matchesField(value, fieldPath string) bool {
+// text is a scalar node as YAML, without the spaces around it.
+func (w *walk) text(n *yaml.Node) (string, error) {
+	if s, ok := quickText(n); ok {
+		return s, nil
+	}
+	if err := w.budget.spend(encodeBytes + encodeFactor*treeBytes(n)); err != nil {
+		return "", err
+	}
+	s, err := yaml.String(n)
+	return strings.TrimSpace(s), err
+}
+
+// matchesField applies the matchers to the field the walk is at, of the
+// given value: they are ANDed, and at least one of by-value,
+// by-value-regex and by-path must be given.
+func (w *walk) matchesField(value string) bool {
 	byValue := w.ByValue != "" || w.valueRegex != nil
-	if !byValue && w.path == nil {
+	if !byValue && w.at == nil {
 		return false
 	}
 	if byValue && !w.valueMatches(value) {
 		return false
 	}
-	return w.path == nil || w.path.matches(splitFieldPath(fieldPath))
+	return w.at == nil || w.at.matches()
 }
 
 // valueMatches applies by-value or by-value-regex (anywhere in the value).
@@ -281,11 +393,17 @@ func (w *walk) mutate(n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
+		if err := w.budget.spend(len(comment)); err != nil {
+			return err
+		}
 		n.LineComment = comment
 	}
 	if w.PutValue != "" {
 		value, err := w.resolve(n.Value, w.PutValue)
 		if err != nil {
+			return err
+		}
+		if err := w.budget.spend(len(value)); err != nil {
 			return err
 		}
 		// The type follows from the new value; style and comments stay.
@@ -315,21 +433,24 @@ func (w *walk) putByPath(root *yaml.Node) error {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
+	if err := w.budget.spend(matchBytes + len(w.ByPath) + 2*len(w.PutValue)); err != nil {
+		return err
+	}
 	w.matches = append(w.matches, Match{FilePath: w.filePath, FieldPath: w.ByPath, Value: w.PutValue})
 	w.count++
 
-	elems := strings.Split(w.ByPath, pathDelimiter)
-	parent, names := root, []string(nil)
-	for _, part := range cleanPath(elems[:len(elems)-1]) {
+	parent := root
+	for i, part := range w.putParents {
 		if isNull(parent) {
 			return nil
 		}
-		next, err := lookupCreate(parent, part, names)
-		if err != nil || next == nil {
+		// A map, where it is created.
+		if err := w.budget.spend(2*nodeBytes + len(part)); err != nil {
 			return err
 		}
-		if _, isIndex := indexPart(part); !isIndex && part != "-" {
-			names = append(names, part)
+		next, err := lookupCreate(parent, part, func() []string { return fieldNames(w.putParents[:i]) })
+		if err != nil || next == nil {
+			return err
 		}
 		parent = next
 	}
@@ -339,9 +460,12 @@ func (w *walk) putByPath(root *yaml.Node) error {
 		return nil
 	}
 	if parent.Kind != yaml.MappingNode {
-		return wrongKind(parent, yaml.MappingNode, names)
+		return wrongKind(parent, yaml.MappingNode, fieldNames(w.putParents))
 	}
-	name := elems[len(elems)-1]
+	name := w.putName
+	if err := w.budget.spend(2*nodeBytes + len(name) + len(w.PutValue)); err != nil {
+		return err
+	}
 	for i := 0; i+1 < len(parent.Content); i += 2 {
 		if parent.Content[i].Value != name {
 			continue
@@ -361,6 +485,18 @@ func (w *walk) putByPath(root *yaml.Node) error {
 	return nil
 }
 
+// fieldNames is the map fields among the parts of a path: those that are
+// no list index.
+func fieldNames(parts []string) []string {
+	var names []string
+	for _, part := range parts {
+		if _, isIndex := indexPart(part); !isIndex && part != "-" {
+			names = append(names, part)
+		}
+	}
+	return names
+}
+
 // cleanPath is kyaml's cleanPath: path elements trimmed, empty ones
 // dropped.
 func cleanPath(elems []string) []string {
@@ -376,22 +512,28 @@ func cleanPath(elems []string) []string {
 // indexPart says whether a path element is a list index to kyaml's
 // PathGetter (any integer strconv.Atoi accepts), and which.
 func indexPart(part string) (int, bool) {
+	for i := 0; i < len(part); i++ {
+		// strconv.Atoi's error costs more than this.
+		if c := part[i]; (c < '0' || c > '9') && (i > 0 || c != '-' && c != '+') {
+			return 0, false
+		}
+	}
 	i, err := strconv.Atoi(part)
 	return i, err == nil
 }
 
 // lookupCreate is one step of kyaml v0.12.0's LookupCreate(MappingNode,
-// ...) from the non-null node parent, reached through the map fields names:
-// an index or "-" (last element) in a list, else the field part of a map,
-// added as an empty map where missing. nil means the lookup stops there
-// without an error.
-func lookupCreate(parent *yaml.Node, part string, names []string) (*yaml.Node, error) {
+// ...) from the non-null node parent, reached through the map fields names
+// returns: an index or "-" (last element) in a list, else the field part
+// of a map, added as an empty map where missing. nil means the lookup stops
+// there without an error.
+func lookupCreate(parent *yaml.Node, part string, names func() []string) (*yaml.Node, error) {
 	if idx, ok := indexPart(part); ok || part == "-" {
 		if ok && idx < 0 {
 			return nil, fmt.Errorf("array index %d cannot be negative", idx)
 		}
 		if parent.Kind != yaml.SequenceNode {
-			return nil, wrongKind(parent, yaml.SequenceNode, names)
+			return nil, wrongKind(parent, yaml.SequenceNode, names())
 		}
 		if part == "-" {
 			if len(parent.Content) == 0 {
@@ -406,7 +548,7 @@ func lookupCreate(parent *yaml.Node, part string, names []string) (*yaml.Node, e
 		return parent.Content[idx], nil
 	}
 	if parent.Kind != yaml.MappingNode {
-		return nil, wrongKind(parent, yaml.MappingNode, names)
+		return nil, wrongKind(parent, yaml.MappingNode, names())
 	}
 	for i := 0; i+1 < len(parent.Content); i += 2 {
 		if parent.Content[i].Value == part {
@@ -468,9 +610,21 @@ func (w *walk) resolve(value, pattern string) (string, error) {
 		return pattern, nil
 	}
 	groups := w.valueRegex.FindStringSubmatch(value)
+	if err := w.budget.spend(16 * len(groups)); err != nil {
+		return "", err
+	}
 	out := pattern
-	for i := 1; i < len(groups); i++ {
-		out = strings.ReplaceAll(out, "${"+strconv.Itoa(i)+"}", groups[i])
+	// Once no "${" is left, no group can replace anything.
+	for i := 1; i < len(groups) && strings.Contains(out, "${"); i++ {
+		ref := "${" + strconv.Itoa(i) + "}"
+		// Reading out, and what the replacement writes.
+		n := strings.Count(out, ref)
+		if err := w.budget.spend(len(out) + n*len(groups[i])); err != nil {
+			return "", err
+		}
+		if n > 0 {
+			out = strings.ReplaceAll(out, ref, groups[i])
+		}
 	}
 	if captureGroupRef.MatchString(out) {
 		return "", errors.New("unable to resolve capture groups")

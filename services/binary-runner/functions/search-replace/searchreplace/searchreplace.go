@@ -38,6 +38,12 @@
 // changed but not reported); "no matches" when nothing was reported; a bad
 // config or a failed mutation is one error result, "failed to perform
 // search-replace operation: %q", and no resource changes.
+//
+// Limits (the function runs in the binary-runner's process): by-path of
+// more than 64 elements, by-value-regex of more than 4 KiB or 1000 compiled
+// instructions, by-file-path of more than 1 KiB or 64 alternatives, and a
+// run that would report or write more than its input warrants (see budget)
+// fail with an error wrapping ErrTooLarge.
 package searchreplace
 
 import (
@@ -75,9 +81,14 @@ func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
 	}
 	var matches []Match
 	nodes := make([]*yaml.RNode, len(items))
+	input := 0
 	for i, obj := range items {
 		nodes[i] = obj.CopyToResourceNode()
-		m, _, err := s.search(nodes[i])
+		input += treeBytes(nodes[i].YNode())
+	}
+	b := newBudget(input)
+	for _, node := range nodes {
+		m, _, err := s.search(node, b)
 		if err != nil {
 			return nil, err
 		}

@@ -36,6 +36,11 @@
 // severity, sorted by file; or a single "no annotations applied" when
 // nothing was set. A bad config or a bad resource fails the function with
 // a single error result.
+//
+// Limits (the function runs in the binary-runner's process): a config of
+// more than 1024 annotations or a SetAnnotations of more than 256 KiB, or a
+// run that would set more than its input warrants (see budget), fails
+// with an error wrapping ErrTooLarge.
 package setannotations
 
 import (
@@ -103,6 +108,11 @@ func configure(o *fn.KubeObject) (*SetAnnotations, error) {
 	case apiVersion == "v1" && kind == "ConfigMap":
 		config = &SetAnnotations{Annotations: rn.GetDataMap()}
 	case apiVersion == APIVersion && (kind == Kind || kind == LegacyKind):
+		// Read through YAML text and JSON, at a cost of hundreds of
+		// bytes for each of its bytes.
+		if size := textBytes(rn.YNode()); size > maxConfigBytes {
+			return nil, fmt.Errorf("%w: a %s of about %d bytes, more than %d", ErrTooLarge, kind, size, maxConfigBytes)
+		}
 		s, err := rn.String()
 		if err != nil {
 			return nil, fmt.Errorf("cannot get YAML from RNode: %w", err)
@@ -115,6 +125,9 @@ func configure(o *fn.KubeObject) (*SetAnnotations, error) {
 	}
 	if len(config.Annotations) == 0 {
 		return nil, errors.New("input annotation list cannot be empty")
+	}
+	if len(config.Annotations) > maxAnnotations {
+		return nil, fmt.Errorf("%w: %d annotations, more than %d", ErrTooLarge, len(config.Annotations), maxAnnotations)
 	}
 	return config, nil
 }

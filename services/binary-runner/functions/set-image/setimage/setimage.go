@@ -32,18 +32,26 @@
 // config is an error result followed by "function is terminated: ...", and
 // the function fails; a resource whose additional fields cannot be set gets
 // an error result naming it, is left as it was, and the function succeeds.
+//
+// Limits (the function runs in the binary-runner's process): an image name
+// of more than 4 KiB or 1000 compiled instructions, or a run whose
+// additional image fields would cost more than its input warrants (see
+// budget), fails with an error result wrapping ErrTooLarge.
 package setimage
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
-	"sigs.k8s.io/kustomize/api/filters/imagetag"
+	kfiltersutil "sigs.k8s.io/kustomize/api/filters/filtersutil"
+	"sigs.k8s.io/kustomize/api/filters/fsslice"
 	"sigs.k8s.io/kustomize/api/pkg/util"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/comments"
 	"sigs.k8s.io/kustomize/kyaml/filtersutil"
+	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/order"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -82,9 +90,19 @@ func run(rl *fn.ResourceList) (fn.Results, *failure) {
 		return results, f
 	}
 
-	originals := make([]*yaml.RNode, len(rl.Items))
-	for i, obj := range rl.Items {
-		originals[i] = obj.CopyToResourceNode()
+	if f := checkName(cfg.Image.Name); f != nil {
+		return results, f
+	}
+
+	// The items as kpt passed them, for the additional image fields.
+	var originals []*yaml.RNode
+	input := 0
+	if cfg.AdditionalImageFields != nil {
+		originals = make([]*yaml.RNode, len(rl.Items))
+		for i, obj := range rl.Items {
+			originals[i] = obj.CopyToResourceNode()
+			input += treeBytes(originals[i].YNode())
+		}
 	}
 	total := 0
 	m := newMatcher(cfg.Image.Name)
@@ -93,17 +111,30 @@ func run(rl *fn.ResourceList) (fn.Results, *failure) {
 		if f != nil {
 			return results, f
 		}
-		rl.Items[i] = fn.MoveToKubeObject(node)
+		if node != nil {
+			rl.Items[i] = fn.MoveToKubeObject(node)
+		}
 		total += n
 	}
 
 	if cfg.AdditionalImageFields != nil {
 		image, f := cfg.additionalImage()
+		if f == nil {
+			f = checkName(image.Name)
+		}
 		if f != nil {
 			return results, f
 		}
+		b := newBudget(input)
+		am := newMatcher(image.Name)
 		for i, obj := range rl.Items {
-			updated, n, err, f := setAdditionalImages(obj, originals[i], image, cfg.AdditionalImageFields)
+			native := keepsStructure(originals[i].YNode())
+			if !native {
+				if err := b.spend(roundTripBytes(originals[i].YNode())); err != nil {
+					return results, &failure{Results: fn.Results{objectResult(err.Error(), obj, fn.Error)}}
+				}
+			}
+			updated, n, err, f := setAdditionalImages(obj, originals[i], image, am, cfg.AdditionalImageFields, native)
 			total += n
 			if f != nil {
 				return results, f
@@ -135,19 +166,21 @@ var podTemplateKinds = map[string]bool{
 var containerLists = []string{"iniContainers", "containers"}
 
 // setStandardImages sets the image in the standard image fields of a copy
-// of obj and returns the copy with the number of fields whose value
-// changed, the way the catalog's code does at 76fe381 (Run, setPodContainers,
-// setPodSpecContainers, updateContainerImages and getNewImageName in
+// of obj and returns the copy (nil for a kind it leaves alone) with the
+// number of fields whose value changed, the way the catalog's code does at
+// 76fe381 (Run, setPodContainers, setPodSpecContainers,
+// updateContainerImages and getNewImageName in
 // transformer/images_transformer.go): only the kinds Pod (spec) and
 // Deployment, StatefulSet, ReplicaSet, DaemonSet and PodTemplate
 // (spec.template.spec), by kind alone; any other kind (a Job, a CronJob, a
 // custom resource) is left as it is.
 func setStandardImages(obj *fn.KubeObject, image Image, m *matcher) (*yaml.RNode, int, *failure) {
-	node := obj.CopyToResourceNode()
 	kind := obj.GetKind()
 	if kind != "Pod" && !podTemplateKinds[kind] {
-		return node, 0, nil
+		// Left as it is, uncopied.
+		return nil, 0, nil
 	}
+	node := obj.CopyToResourceNode()
 	podSpec := mapValue(node.YNode(), "spec")
 	if podSpec == nil {
 		return node, 0, nil
@@ -316,27 +349,105 @@ func invalidName(name string, err error) *failure {
 // from its input (comments.CopyComments and order.SyncOrder, as kyaml's
 // FunctionFilter does); this does the same. It counts every field kustomize
 // sets, whether its value changes or not. On an error the resource is left
-// as it was and err says why; a panic in kustomize (an image name that is
-// no regular expression) is a failure.
-func setAdditionalImages(obj *fn.KubeObject, original *yaml.RNode, image types.Image, fields types.FsSlice) (updated *fn.KubeObject, count int, err error, f *failure) {
+// as it was and err says why; an image name that is no regular expression
+// (kustomize panics on it at the first image field) is a failure. m is
+// image.Name's matcher. native, for a resource whose structure the round
+// trip keeps (keepsStructure), restores comments and order with
+// copyComments and syncOrder rather than kyaml's.
+func setAdditionalImages(obj *fn.KubeObject, original *yaml.RNode, image types.Image, m *matcher, fields types.FsSlice, native bool) (updated *fn.KubeObject, count int, err error, f *failure) {
 	node := obj.CopyToResourceNode()
-	filter := imagetag.Filter{ImageTag: image, FsSlice: fields}
-	filter.WithMutationTracker(func(_, _, _ string, _ *yaml.RNode) { count++ })
-	defer func() {
-		if recover() != nil {
-			updated, err = nil, nil
-			_, compileErr := regexp.Compile(imagePattern(image.Name))
-			f = invalidName(image.Name, compileErr)
-		}
-	}()
+	filter := imageFilter{image: image, matcher: m, fields: fields}
+	filter.setter.WithMutationTracker(func(_, _, _ string, _ *yaml.RNode) { count++ })
 	if err := filtersutil.ApplyToJSON(filter, node); err != nil {
+		if errors.Is(err, errInvalidName) {
+			return nil, count, nil, invalidName(image.Name, m.err)
+		}
 		return nil, count, err, nil
 	}
-	if err := comments.CopyComments(original, node); err != nil {
-		return nil, count, err, nil
+	if native {
+		copyComments(original.YNode(), node.YNode())
+		syncOrder(original.YNode(), node.YNode())
+		return fn.MoveToKubeObject(node), count, nil, nil
+	}
+	// Nothing to copy is nothing to walk through (kyaml's copy goes through
+	// lists element by element, looking each up in the other list).
+	if hasComments(original.YNode()) {
+		if err := comments.CopyComments(original, node); err != nil {
+			return nil, count, err, nil
+		}
 	}
 	if err := order.SyncOrder(original, node); err != nil {
 		return nil, count, err, nil
 	}
 	return fn.MoveToKubeObject(node), count, nil, nil
+}
+
+// errInvalidName is imageFilter's error for an image name that is no
+// regular expression, met at the first image field.
+var errInvalidName = errors.New("invalid image name")
+
+// imageFilter is kustomize's image filter (imagetag.Filter, as
+// setAdditionalImages configures it), with the image name compiled once:
+// kustomize compiles it again at every image field (image.IsImageMatched),
+// and panics where it is no regular expression.
+type imageFilter struct {
+	image   types.Image
+	matcher *matcher
+	fields  types.FsSlice
+	setter  kfiltersutil.TrackableSetter
+}
+
+func (f imageFilter) Filter(nodes []*yaml.RNode) ([]*yaml.RNode, error) {
+	_, err := kio.FilterAll(yaml.FilterFunc(f.filter)).Filter(nodes)
+	return nodes, err
+}
+
+func (f imageFilter) filter(node *yaml.RNode) (*yaml.RNode, error) {
+	// Kustomize leaves CRDs alone.
+	if meta, err := node.GetMeta(); err == nil && meta.Kind == "CustomResourceDefinition" {
+		return node, nil
+	}
+	if err := node.PipeE(fsslice.Filter{FsSlice: f.fields, SetValue: f.set}); err != nil {
+		return nil, err
+	}
+	return node, nil
+}
+
+// set is kustomize's imageTagUpdater.SetImageValue.
+func (f imageFilter) set(rn *yaml.RNode) error {
+	if err := yaml.ErrorIfInvalid(rn, yaml.ScalarNode); err != nil {
+		return err
+	}
+	value := rn.YNode().Value
+	if f.matcher.err != nil {
+		return errInvalidName
+	}
+	if !f.matcher.re.MatchString(value) {
+		return nil
+	}
+	name, tag, digest := util.SplitImageName(value)
+	if f.image.NewName != "" {
+		name = f.image.NewName
+	}
+	switch {
+	case f.image.NewTag != "" && f.image.Digest != "":
+		tag = f.image.NewTag
+		digest = f.image.Digest
+	case f.image.NewTag != "":
+		tag = f.image.NewTag
+		digest = ""
+	case f.image.Digest != "":
+		tag = ""
+		digest = f.image.Digest
+	case f.image.TagSuffix != "":
+		tag += f.image.TagSuffix
+		digest = ""
+	}
+	if tag != "" {
+		name += ":" + tag
+	}
+	if digest != "" {
+		name += "@" + digest
+	}
+	return f.setter.SetScalar(name)(rn)
 }

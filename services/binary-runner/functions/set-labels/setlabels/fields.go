@@ -1,6 +1,7 @@
 package setlabels
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
@@ -13,15 +14,16 @@ type setter struct {
 	labels map[string]string
 	keys   []string // the keys of labels, sorted
 	count  int
+	budget *budget
 }
 
-func newSetter(labels map[string]string) *setter {
+func newSetter(labels map[string]string, b *budget) *setter {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return &setter{labels: labels, keys: keys}
+	return &setter{labels: labels, keys: keys, budget: b}
 }
 
 // set sets every label in the map at path under o. A label already there
@@ -32,12 +34,18 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 		return nil
 	}
 	for _, k := range s.keys {
+		if err := s.budget.spend(visitBytes); err != nil {
+			return err
+		}
 		field := append(slices.Clip(path), k)
 		old, found, err := o.NestedString(field...)
 		if err != nil {
 			return err
 		}
 		if (found && old != s.labels[k]) || (!found && create) {
+			if err := s.budget.spend(2*nodeBytes + len(k) + len(s.labels[k])); err != nil {
+				return err
+			}
 			if err := o.SetNestedString(s.labels[k], field...); err != nil {
 				return err
 			}
@@ -61,7 +69,8 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 //     egress "to" peer (updated only).
 //
 // As in the catalog, an error in the pod template is dropped, and the rest
-// of o (a StatefulSet's volume claim templates) is then left alone.
+// of o (a StatefulSet's volume claim templates) is then left alone; the
+// budget's is not.
 func (s *setter) setObject(o *fn.KubeObject) error {
 	if err := s.set(&o.SubObject, true, "metadata", "labels"); err != nil {
 		return err
@@ -75,6 +84,9 @@ func (s *setter) setObject(o *fn.KubeObject) error {
 	}
 	if hasPodTemplate(o) {
 		if err := s.setPodTemplate(spec.GetMap("template")); err != nil {
+			if errors.Is(err, ErrTooLarge) {
+				return err
+			}
 			return nil
 		}
 	}

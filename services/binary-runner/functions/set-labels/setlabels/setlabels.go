@@ -28,9 +28,14 @@
 // ConfigMap named function-input without data), the function fails, with
 // no other result than "`FunctionConfig` is not given", unless there is
 // nothing to label.
+//
+// Limits (the function runs in the binary-runner's process): a config of
+// more than 1024 labels, or a run that would set more than its input warrants
+// (see budget), fails with an error result wrapping ErrTooLarge.
 package setlabels
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
@@ -57,6 +62,7 @@ var _ fn.ResourceListProcessorFunc = Run
 // what it did, and what went wrong, as results in rl; it returns false
 // when the function failed and never returns an error.
 func Run(rl *fn.ResourceList) (bool, error) {
+	input := inputBytes(rl)
 	config := rl.FunctionConfig
 	if config == nil {
 		config = fn.NewEmptyKubeObject()
@@ -67,7 +73,7 @@ func Run(rl *fn.ResourceList) (bool, error) {
 		return false, nil
 	}
 	var results fn.Results
-	ok := transform(config, rl.Items, labels, &results)
+	ok := transform(config, rl.Items, labels, newBudget(input), &results)
 	rl.Results = append(rl.Results, results...)
 	return ok, nil
 }
@@ -80,6 +86,15 @@ func configure(config *fn.KubeObject, results *fn.Results) (map[string]string, e
 		results.Infof("`FunctionConfig` is not given")
 		return nil, nil
 	}
+	labels, err := labelsOf(config)
+	if len(labels) > maxLabels {
+		return nil, fmt.Errorf("%w: %d labels, more than %d", ErrTooLarge, len(labels), maxLabels)
+	}
+	return labels, err
+}
+
+// labelsOf reads the labels from a functionConfig.
+func labelsOf(config *fn.KubeObject) (map[string]string, error) {
 	switch config.GroupKind() {
 	case schema.GroupKind{Kind: "ConfigMap"}:
 		data, _, err := config.NestedStringMap("data")
@@ -100,8 +115,8 @@ func configure(config *fn.KubeObject, results *fn.Results) (map[string]string, e
 }
 
 // transform sets labels on the items that are not local config and says
-// whether it succeeded.
-func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]string, results *fn.Results) bool {
+// whether it succeeded. Once the budget is spent, it stops there.
+func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]string, b *budget, results *fn.Results) bool {
 	objects := items.WhereNot(fn.IsLocalConfig)
 	if len(objects) == 0 || objects[0] == nil {
 		results.Infof("no input resources")
@@ -115,10 +130,13 @@ func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]st
 		results.Warningf("no `labels` arguments are given in FunctionConfig")
 		return true
 	}
-	s := newSetter(labels)
+	s := newSetter(labels, b)
 	for _, o := range objects {
 		if err := s.setObject(o); err != nil {
 			results.ErrorE(err)
+			if errors.Is(err, ErrTooLarge) {
+				return false
+			}
 		}
 	}
 	results.Infof("set %d labels in total", s.count)

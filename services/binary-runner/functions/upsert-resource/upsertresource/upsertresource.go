@@ -16,11 +16,16 @@
 // not written out. Resources carrying kpt v0's function annotations
 // (config.kubernetes.io/function or config.k8s.io/function) are never
 // replaced, and those annotations are not copied from the functionConfig.
+//
+// Limit (the function runs in the binary-runner's process): a run that
+// would copy the resources to upsert more than its input warrants (see
+// budget) fails with an error wrapping ErrTooLarge.
 package upsertresource
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
@@ -52,29 +57,42 @@ func Run(rl *fn.ResourceList) (bool, error) {
 }
 
 func run(rl *fn.ResourceList) error {
-	inputs, err := resourcesToUpsert(rl.FunctionConfig)
+	if rl.FunctionConfig == nil || rl.FunctionConfig.IsEmpty() {
+		return fmt.Errorf("upsert-resource: %w", errNoConfig)
+	}
+	// The resources to upsert are read in the functionConfig's nodes, not
+	// a copy of them (each upsert copies its resource), and left there.
+	config := rl.FunctionConfig.MoveToResourceNode()
+	defer func() { rl.FunctionConfig = fn.MoveToKubeObject(config) }()
+	inputs, err := resourcesToUpsert(config)
 	if err != nil {
 		return fmt.Errorf("upsert-resource: %w", err)
 	}
+	input := 0
+	for _, in := range inputs {
+		input += treeBytes(in.YNode())
+	}
+	// The items' nodes are taken, not copied: upserts replace and add
+	// items, never change one, so that on failure the items are put back
+	// as they were.
 	items := make([]*yaml.RNode, len(rl.Items))
 	for i, o := range rl.Items {
-		items[i] = o.CopyToResourceNode()
+		items[i] = o.MoveToResourceNode()
+		input += treeBytes(items[i].YNode())
 	}
+	p := newPackage(slices.Clone(items), newBudget(input))
 	for _, in := range inputs {
-		if items, err = upsert(items, in); err != nil {
+		if err := p.upsert(in); err != nil {
+			rl.Items = fn.MoveToKubeObjects(items)
 			return fmt.Errorf("upsert-resource: %s %q: %w", in.GetKind(), in.GetName(), err)
 		}
 	}
-	rl.Items = fn.MoveToKubeObjects(items)
+	rl.Items = fn.MoveToKubeObjects(p.items)
 	return nil
 }
 
 // resourcesToUpsert returns the functionConfig, or the items of a List.
-func resourcesToUpsert(o *fn.KubeObject) ([]*yaml.RNode, error) {
-	if o == nil || o.IsEmpty() {
-		return nil, errNoConfig
-	}
-	config := o.CopyToResourceNode()
+func resourcesToUpsert(config *yaml.RNode) ([]*yaml.RNode, error) {
 	if config.GetKind() != listKind {
 		if err := validate(config); err != nil {
 			return nil, fmt.Errorf("functionConfig: %w", err)
@@ -124,34 +142,74 @@ func identityOf(r *yaml.RNode) identity {
 	return identity{group: group, kind: r.GetKind(), namespace: r.GetNamespace(), name: r.GetName()}
 }
 
+// pkg is the package's resources, indexed by identity.
+type pkg struct {
+	items []*yaml.RNode
+	// byID lists, for each identity, the indices of the items that upserts
+	// may replace (not function configs), with their file path.
+	byID   map[identity][]placed
+	budget *budget
+}
+
+// placed is an item's index and file path.
+type placed struct {
+	index int
+	path  string
+}
+
+func newPackage(items []*yaml.RNode, b *budget) *pkg {
+	p := &pkg{items: items, byID: map[identity][]placed{}, budget: b}
+	for i, it := range items {
+		if !isFunctionConfig(it) {
+			p.add(i)
+		}
+	}
+	return p
+}
+
+// add indexes item i.
+func (p *pkg) add(i int) {
+	it := p.items[i]
+	path, _, _ := kioutil.GetFileAnnotations(it)
+	id := identityOf(it)
+	p.byID[id] = append(p.byID[id], placed{index: i, path: path})
+}
+
 // upsert replaces the items that in matches with copies of in, or appends
-// a copy of in when it matches none.
-func upsert(items []*yaml.RNode, in *yaml.RNode) ([]*yaml.RNode, error) {
+// a copy of in when it matches none. A replacement keeps the identity and
+// the path of the item it replaces, and is no function config.
+func (p *pkg) upsert(in *yaml.RNode) error {
 	id := identityOf(in)
 	target := in.GetAnnotations()[TargetPathAnnotation]
+	size := treeBytes(in.YNode())
 	replaced := false
-	for i, it := range items {
-		if isFunctionConfig(it) || identityOf(it) != id {
+	for _, it := range p.byID[id] {
+		if target != "" && it.path != target {
 			continue
 		}
-		if path, _, _ := kioutil.GetFileAnnotations(it); target != "" && path != target {
-			continue
+		if err := p.budget.spend(size); err != nil {
+			return err
 		}
-		r, err := replacement(in, it)
+		r, err := replacement(in, p.items[it.index])
 		if err != nil {
-			return nil, err
+			return err
 		}
-		items[i] = r
+		p.items[it.index] = r
 		replaced = true
 	}
 	if replaced {
-		return items, nil
+		return nil
+	}
+	if err := p.budget.spend(size); err != nil {
+		return err
 	}
 	r, err := addition(in, target)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return append(items, r), nil
+	p.items = append(p.items, r)
+	p.add(len(p.items) - 1)
+	return nil
 }
 
 // replacement is a copy of in in old's place: with in's own annotations

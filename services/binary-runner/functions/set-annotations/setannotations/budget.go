@@ -1,0 +1,133 @@
+package setannotations
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// ErrTooLarge is returned for a run that would do more than its input
+// warrants: with more annotations than maxAnnotations, or more work than
+// its budget.
+var ErrTooLarge = errors.New("too much work for the input")
+
+// Limits on the functionConfig. maxAnnotations bounds its annotations:
+// each annotations field takes time in proportion to its annotations times
+// the annotations set. maxConfigBytes bounds a SetAnnotations (see
+// textBytes), which is read through JSON.
+const (
+	maxAnnotations = 1024
+	maxConfigBytes = 256 << 10
+)
+
+// The budget of a run: what it may add to its input's memory, in bytes.
+// The input's tree takes about 30 bytes of memory for each byte of its YAML
+// (a node is nodeBytes); a run may add budgetSlack plus as much again as
+// that tree (treeBytes of the resources). Going down a field's path costs
+// pathBytes, and going through the aliases of a resource, nodeBytes a node
+// it reaches again; setting an annotation costs setBytes, its text (twice:
+// in the results too) and its field's path.
+const (
+	budgetSlack = 8 << 20
+	nodeBytes   = 200
+	setBytes    = 512
+)
+
+// pathBytes is what kustomize's field spec filter costs going down path:
+// 1 KiB a step, and the path so far copied at each.
+func pathBytes(path string) int {
+	steps := strings.Count(path, "/") + 1
+	return (1+steps)<<10 + 16*steps*steps
+}
+
+// budget counts what a run adds against its limit.
+type budget struct {
+	limit, used int
+}
+
+func newBudget(input int) *budget {
+	return &budget{limit: budgetSlack + input}
+}
+
+// spend counts n more bytes, or fails with ErrTooLarge when that exceeds
+// the limit.
+func (b *budget) spend(n int) error {
+	b.used += n
+	if b.used > b.limit {
+		return fmt.Errorf("%w: annotations to set exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
+	}
+	return nil
+}
+
+// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
+// and its text.
+func treeBytes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
+	for _, c := range n.Content {
+		size += treeBytes(c)
+	}
+	return size
+}
+
+// textBytes is the size of the tree under n as YAML, roughly: its text and
+// a few bytes a node.
+func textBytes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	size := 4 + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
+	for _, c := range n.Content {
+		size += textBytes(c)
+	}
+	return size
+}
+
+// aliasBytes is what going through the tree under n costs beyond its own
+// nodes, kustomize's field specs following its aliases: nodeBytes for
+// each node reached through an alias.
+func aliasBytes(n *yaml.Node) int {
+	a := aliases{}
+	a.reached(n)
+	return a.extra * nodeBytes
+}
+
+// aliases counts the nodes reached through aliases: extra, saturating at
+// maxReached. reach remembers, for each anchored node, the nodes under it,
+// aliases followed.
+type aliases struct {
+	reach map[*yaml.Node]int
+	extra int
+}
+
+const maxReached = 1 << 40
+
+// reached is the nodes under n, aliases followed.
+func (a *aliases) reached(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.AliasNode {
+		r := a.reached(n.Alias)
+		a.extra = min(a.extra+r, maxReached)
+		return min(1+r, maxReached)
+	}
+	if r, ok := a.reach[n]; ok {
+		return r
+	}
+	r := 1
+	for _, c := range n.Content {
+		r = min(r+a.reached(c), maxReached)
+	}
+	if n.Anchor != "" {
+		if a.reach == nil {
+			a.reach = map[*yaml.Node]int{}
+		}
+		a.reach[n] = r
+	}
+	return r
+}

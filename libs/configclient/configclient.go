@@ -1,6 +1,7 @@
 // Package configclient follows the config-reconciler's executor table: it
 // watches the stream, keeps the newest snapshot's lookup tables, reconnects
 // with backoff, and keeps serving the last table while the reconciler is away.
+// Over the same connection a runner reports what it cannot run (Report).
 package configclient
 
 import (
@@ -30,6 +31,10 @@ type Client struct {
 	tables     atomic.Pointer[executortable.Tables]
 	ready      chan struct{}
 	readyOnce  sync.Once
+	// mu guards changed, which is closed and replaced whenever tables
+	// changes.
+	mu      sync.Mutex
+	changed chan struct{}
 }
 
 // New returns a client that watches over conn. subscriber names the caller
@@ -40,6 +45,7 @@ func New(log *slog.Logger, conn grpc.ClientConnInterface, subscriber string) *Cl
 		stream:     configpb.NewExecutorConfigClient(conn),
 		subscriber: subscriber,
 		ready:      make(chan struct{}),
+		changed:    make(chan struct{}),
 	}
 }
 
@@ -79,6 +85,21 @@ func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Ta
 
 // Tables returns the newest table, or nil before the first snapshot.
 func (c *Client) Tables() *executortable.Tables { return c.tables.Load() }
+
+// Current returns the newest table (nil before the first snapshot) and a
+// channel closed when a newer one arrives.
+func (c *Client) Current() (*executortable.Tables, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tables.Load(), c.changed
+}
+
+// Report sends a runner's report on the snapshot it applied to the
+// config-reconciler, over the connection the table comes on.
+func (c *Client) Report(ctx context.Context, r *configpb.RunnerReport) error {
+	_, err := c.stream.Report(ctx, r)
+	return err
+}
 
 // Run watches until ctx ends.
 func (c *Client) Run(ctx context.Context) {
@@ -120,9 +141,17 @@ func (c *Client) watch(ctx context.Context) (received bool, err error) {
 		received = true
 		t := executortable.Build(snap)
 		if old := c.tables.Load(); old == nil || old.Epoch != t.Epoch || old.Version != t.Version {
-			c.tables.Store(t)
+			c.store(t)
 			c.log.Info("executor table updated", "epoch", t.Epoch, "version", t.Version, "functions", len(snap.GetFunctions()))
 		}
 		c.readyOnce.Do(func() { close(c.ready) })
 	}
+}
+
+func (c *Client) store(t *executortable.Tables) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tables.Store(t)
+	close(c.changed)
+	c.changed = make(chan struct{})
 }

@@ -24,3 +24,23 @@ func TestAwait(t *testing.T) {
 	}()
 	assert.Same(t, want, c.Await(context.Background(), time.Minute), "Await returns the first table")
 }
+
+func TestCurrentSignalsNewTables(t *testing.T) {
+	c := New(slog.New(slog.DiscardHandler), nil, "test")
+	first, changed := c.Current()
+	require.Nil(t, first, "a table before any snapshot")
+	want := executortable.Build(&configpb.Snapshot{Version: 1})
+	c.store(want)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the channel Current returned was not closed by a new table")
+	}
+	got, next := c.Current()
+	assert.Same(t, want, got)
+	select {
+	case <-next:
+		t.Fatal("the new channel is closed without a newer table")
+	default:
+	}
+}

@@ -27,6 +27,193 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RunnerReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runner's pod (downward API) or, outside a cluster, its host name.
+	Runner string `protobuf:"bytes,1,opt,name=runner,proto3" json:"runner,omitempty"`
+	// The runner's pod UID, when it runs in a pod: its report lives as long
+	// as the pod.
+	RunnerUid string `protobuf:"bytes,2,opt,name=runner_uid,json=runnerUid,proto3" json:"runner_uid,omitempty"`
+	// The snapshot reported on.
+	Epoch   string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// Every binary executor of the snapshot the runner cannot run.
+	Unrunnable    []*UnrunnableBinary `protobuf:"bytes,5,rep,name=unrunnable,proto3" json:"unrunnable,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunnerReport) Reset() {
+	*x = RunnerReport{}
+	mi := &file_configstream_configstream_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunnerReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunnerReport) ProtoMessage() {}
+
+func (x *RunnerReport) ProtoReflect() protoreflect.Message {
+	mi := &file_configstream_configstream_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunnerReport.ProtoReflect.Descriptor instead.
+func (*RunnerReport) Descriptor() ([]byte, []int) {
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RunnerReport) GetRunner() string {
+	if x != nil {
+		return x.Runner
+	}
+	return ""
+}
+
+func (x *RunnerReport) GetRunnerUid() string {
+	if x != nil {
+		return x.RunnerUid
+	}
+	return ""
+}
+
+func (x *RunnerReport) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
+func (x *RunnerReport) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RunnerReport) GetUnrunnable() []*UnrunnableBinary {
+	if x != nil {
+		return x.Unrunnable
+	}
+	return nil
+}
+
+type UnrunnableBinary struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The executor's path, as configured.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
+	// Why, e.g. "no such file" or "not executable".
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnrunnableBinary) Reset() {
+	*x = UnrunnableBinary{}
+	mi := &file_configstream_configstream_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnrunnableBinary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnrunnableBinary) ProtoMessage() {}
+
+func (x *UnrunnableBinary) ProtoReflect() protoreflect.Message {
+	mi := &file_configstream_configstream_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnrunnableBinary.ProtoReflect.Descriptor instead.
+func (*UnrunnableBinary) Descriptor() ([]byte, []int) {
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UnrunnableBinary) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UnrunnableBinary) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UnrunnableBinary) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *UnrunnableBinary) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ReportAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportAck) Reset() {
+	*x = ReportAck{}
+	mi := &file_configstream_configstream_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportAck) ProtoMessage() {}
+
+func (x *ReportAck) ProtoReflect() protoreflect.Message {
+	mi := &file_configstream_configstream_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportAck.ProtoReflect.Descriptor instead.
+func (*ReportAck) Descriptor() ([]byte, []int) {
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{2}
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Who is asking, for the reconciler's logs and metrics.
@@ -37,7 +224,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_configstream_configstream_proto_msgTypes[0]
+	mi := &file_configstream_configstream_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +236,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[0]
+	mi := &file_configstream_configstream_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +249,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{0}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WatchRequest) GetSubscriber() string {
@@ -92,7 +279,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_configstream_configstream_proto_msgTypes[1]
+	mi := &file_configstream_configstream_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +291,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[1]
+	mi := &file_configstream_configstream_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +304,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{1}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Snapshot) GetEpoch() string {
@@ -165,7 +352,7 @@ type FunctionConfig struct {
 
 func (x *FunctionConfig) Reset() {
 	*x = FunctionConfig{}
-	mi := &file_configstream_configstream_proto_msgTypes[2]
+	mi := &file_configstream_configstream_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +364,7 @@ func (x *FunctionConfig) String() string {
 func (*FunctionConfig) ProtoMessage() {}
 
 func (x *FunctionConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[2]
+	mi := &file_configstream_configstream_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +377,7 @@ func (x *FunctionConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionConfig.ProtoReflect.Descriptor instead.
 func (*FunctionConfig) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{2}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FunctionConfig) GetNamespace() string {
@@ -253,7 +440,7 @@ type GoExecutor struct {
 
 func (x *GoExecutor) Reset() {
 	*x = GoExecutor{}
-	mi := &file_configstream_configstream_proto_msgTypes[3]
+	mi := &file_configstream_configstream_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +452,7 @@ func (x *GoExecutor) String() string {
 func (*GoExecutor) ProtoMessage() {}
 
 func (x *GoExecutor) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[3]
+	mi := &file_configstream_configstream_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +465,7 @@ func (x *GoExecutor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GoExecutor.ProtoReflect.Descriptor instead.
 func (*GoExecutor) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{3}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GoExecutor) GetTags() []string {
@@ -306,7 +493,7 @@ type BinaryExecutor struct {
 
 func (x *BinaryExecutor) Reset() {
 	*x = BinaryExecutor{}
-	mi := &file_configstream_configstream_proto_msgTypes[4]
+	mi := &file_configstream_configstream_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +505,7 @@ func (x *BinaryExecutor) String() string {
 func (*BinaryExecutor) ProtoMessage() {}
 
 func (x *BinaryExecutor) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[4]
+	mi := &file_configstream_configstream_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +518,7 @@ func (x *BinaryExecutor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BinaryExecutor.ProtoReflect.Descriptor instead.
 func (*BinaryExecutor) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{4}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BinaryExecutor) GetTags() []string {
@@ -363,7 +550,7 @@ type PodExecutor struct {
 
 func (x *PodExecutor) Reset() {
 	*x = PodExecutor{}
-	mi := &file_configstream_configstream_proto_msgTypes[5]
+	mi := &file_configstream_configstream_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +562,7 @@ func (x *PodExecutor) String() string {
 func (*PodExecutor) ProtoMessage() {}
 
 func (x *PodExecutor) ProtoReflect() protoreflect.Message {
-	mi := &file_configstream_configstream_proto_msgTypes[5]
+	mi := &file_configstream_configstream_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +575,7 @@ func (x *PodExecutor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodExecutor.ProtoReflect.Descriptor instead.
 func (*PodExecutor) Descriptor() ([]byte, []int) {
-	return file_configstream_configstream_proto_rawDescGZIP(), []int{5}
+	return file_configstream_configstream_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PodExecutor) GetTags() []string {
@@ -430,7 +617,22 @@ var File_configstream_configstream_proto protoreflect.FileDescriptor
 
 const file_configstream_configstream_proto_rawDesc = "" +
 	"\n" +
-	"\x1fconfigstream/configstream.proto\x12\x18fnrunner.configstream.v1\".\n" +
+	"\x1fconfigstream/configstream.proto\x12\x18fnrunner.configstream.v1\"\xc1\x01\n" +
+	"\fRunnerReport\x12\x16\n" +
+	"\x06runner\x18\x01 \x01(\tR\x06runner\x12\x1d\n" +
+	"\n" +
+	"runner_uid\x18\x02 \x01(\tR\trunnerUid\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epoch\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12J\n" +
+	"\n" +
+	"unrunnable\x18\x05 \x03(\v2*.fnrunner.configstream.v1.UnrunnableBinaryR\n" +
+	"unrunnable\"p\n" +
+	"\x10UnrunnableBinary\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\v\n" +
+	"\tReportAck\".\n" +
 	"\fWatchRequest\x12\x1e\n" +
 	"\n" +
 	"subscriber\x18\x01 \x01(\tR\n" +
@@ -461,9 +663,10 @@ const file_configstream_configstream_proto_rawDesc = "" +
 	"\x14time_to_live_seconds\x18\x02 \x01(\x03R\x11timeToLiveSeconds\x126\n" +
 	"\x17max_parallel_executions\x18\x03 \x01(\x05R\x15maxParallelExecutions\x12;\n" +
 	"\x1apreferred_max_queue_length\x18\x04 \x01(\x05R\x17preferredMaxQueueLength\x126\n" +
-	"\x17template_overrides_json\x18\x05 \x01(\fR\x15templateOverridesJson2i\n" +
+	"\x17template_overrides_json\x18\x05 \x01(\fR\x15templateOverridesJson2\xc2\x01\n" +
 	"\x0eExecutorConfig\x12W\n" +
-	"\x05Watch\x12&.fnrunner.configstream.v1.WatchRequest\x1a\".fnrunner.configstream.v1.Snapshot\"\x000\x01B2Z0github.com/fnrunner/fnrunner/protos/configstreamb\x06proto3"
+	"\x05Watch\x12&.fnrunner.configstream.v1.WatchRequest\x1a\".fnrunner.configstream.v1.Snapshot\"\x000\x01\x12W\n" +
+	"\x06Report\x12&.fnrunner.configstream.v1.RunnerReport\x1a#.fnrunner.configstream.v1.ReportAck\"\x00B2Z0github.com/fnrunner/fnrunner/protos/configstreamb\x06proto3"
 
 var (
 	file_configstream_configstream_proto_rawDescOnce sync.Once
@@ -477,27 +680,33 @@ func file_configstream_configstream_proto_rawDescGZIP() []byte {
 	return file_configstream_configstream_proto_rawDescData
 }
 
-var file_configstream_configstream_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_configstream_configstream_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_configstream_configstream_proto_goTypes = []any{
-	(*WatchRequest)(nil),   // 0: fnrunner.configstream.v1.WatchRequest
-	(*Snapshot)(nil),       // 1: fnrunner.configstream.v1.Snapshot
-	(*FunctionConfig)(nil), // 2: fnrunner.configstream.v1.FunctionConfig
-	(*GoExecutor)(nil),     // 3: fnrunner.configstream.v1.GoExecutor
-	(*BinaryExecutor)(nil), // 4: fnrunner.configstream.v1.BinaryExecutor
-	(*PodExecutor)(nil),    // 5: fnrunner.configstream.v1.PodExecutor
+	(*RunnerReport)(nil),     // 0: fnrunner.configstream.v1.RunnerReport
+	(*UnrunnableBinary)(nil), // 1: fnrunner.configstream.v1.UnrunnableBinary
+	(*ReportAck)(nil),        // 2: fnrunner.configstream.v1.ReportAck
+	(*WatchRequest)(nil),     // 3: fnrunner.configstream.v1.WatchRequest
+	(*Snapshot)(nil),         // 4: fnrunner.configstream.v1.Snapshot
+	(*FunctionConfig)(nil),   // 5: fnrunner.configstream.v1.FunctionConfig
+	(*GoExecutor)(nil),       // 6: fnrunner.configstream.v1.GoExecutor
+	(*BinaryExecutor)(nil),   // 7: fnrunner.configstream.v1.BinaryExecutor
+	(*PodExecutor)(nil),      // 8: fnrunner.configstream.v1.PodExecutor
 }
 var file_configstream_configstream_proto_depIdxs = []int32{
-	2, // 0: fnrunner.configstream.v1.Snapshot.functions:type_name -> fnrunner.configstream.v1.FunctionConfig
-	3, // 1: fnrunner.configstream.v1.FunctionConfig.go:type_name -> fnrunner.configstream.v1.GoExecutor
-	4, // 2: fnrunner.configstream.v1.FunctionConfig.binary:type_name -> fnrunner.configstream.v1.BinaryExecutor
-	5, // 3: fnrunner.configstream.v1.FunctionConfig.pod:type_name -> fnrunner.configstream.v1.PodExecutor
-	0, // 4: fnrunner.configstream.v1.ExecutorConfig.Watch:input_type -> fnrunner.configstream.v1.WatchRequest
-	1, // 5: fnrunner.configstream.v1.ExecutorConfig.Watch:output_type -> fnrunner.configstream.v1.Snapshot
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1, // 0: fnrunner.configstream.v1.RunnerReport.unrunnable:type_name -> fnrunner.configstream.v1.UnrunnableBinary
+	5, // 1: fnrunner.configstream.v1.Snapshot.functions:type_name -> fnrunner.configstream.v1.FunctionConfig
+	6, // 2: fnrunner.configstream.v1.FunctionConfig.go:type_name -> fnrunner.configstream.v1.GoExecutor
+	7, // 3: fnrunner.configstream.v1.FunctionConfig.binary:type_name -> fnrunner.configstream.v1.BinaryExecutor
+	8, // 4: fnrunner.configstream.v1.FunctionConfig.pod:type_name -> fnrunner.configstream.v1.PodExecutor
+	3, // 5: fnrunner.configstream.v1.ExecutorConfig.Watch:input_type -> fnrunner.configstream.v1.WatchRequest
+	0, // 6: fnrunner.configstream.v1.ExecutorConfig.Report:input_type -> fnrunner.configstream.v1.RunnerReport
+	4, // 7: fnrunner.configstream.v1.ExecutorConfig.Watch:output_type -> fnrunner.configstream.v1.Snapshot
+	2, // 8: fnrunner.configstream.v1.ExecutorConfig.Report:output_type -> fnrunner.configstream.v1.ReportAck
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_configstream_configstream_proto_init() }
@@ -511,7 +720,7 @@ func file_configstream_configstream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_configstream_configstream_proto_rawDesc), len(file_configstream_configstream_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,7 +25,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ExecutorConfig_Watch_FullMethodName = "/fnrunner.configstream.v1.ExecutorConfig/Watch"
+	ExecutorConfig_Watch_FullMethodName  = "/fnrunner.configstream.v1.ExecutorConfig/Watch"
+	ExecutorConfig_Report_FullMethodName = "/fnrunner.configstream.v1.ExecutorConfig/Report"
 )
 
 // ExecutorConfigClient is the client API for ExecutorConfig service.
@@ -37,6 +38,11 @@ type ExecutorConfigClient interface {
 	// Watch sends the whole table at once and again after every change, until
 	// the caller goes away.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Snapshot], error)
+	// Report tells the reconciler which binary executors of a snapshot one
+	// binary-runner cannot run (its filesystem is its own: the reconciler
+	// cannot look). A runner reports after every snapshot it applies; each
+	// report replaces that runner's last one.
+	Report(ctx context.Context, in *RunnerReport, opts ...grpc.CallOption) (*ReportAck, error)
 }
 
 type executorConfigClient struct {
@@ -66,6 +72,16 @@ func (c *executorConfigClient) Watch(ctx context.Context, in *WatchRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExecutorConfig_WatchClient = grpc.ServerStreamingClient[Snapshot]
 
+func (c *executorConfigClient) Report(ctx context.Context, in *RunnerReport, opts ...grpc.CallOption) (*ReportAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportAck)
+	err := c.cc.Invoke(ctx, ExecutorConfig_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ExecutorConfigServer is the server API for ExecutorConfig service.
 // All implementations must embed UnimplementedExecutorConfigServer
 // for forward compatibility.
@@ -75,6 +91,11 @@ type ExecutorConfigServer interface {
 	// Watch sends the whole table at once and again after every change, until
 	// the caller goes away.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Snapshot]) error
+	// Report tells the reconciler which binary executors of a snapshot one
+	// binary-runner cannot run (its filesystem is its own: the reconciler
+	// cannot look). A runner reports after every snapshot it applies; each
+	// report replaces that runner's last one.
+	Report(context.Context, *RunnerReport) (*ReportAck, error)
 	mustEmbedUnimplementedExecutorConfigServer()
 }
 
@@ -87,6 +108,9 @@ type UnimplementedExecutorConfigServer struct{}
 
 func (UnimplementedExecutorConfigServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Snapshot]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedExecutorConfigServer) Report(context.Context, *RunnerReport) (*ReportAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
 }
 func (UnimplementedExecutorConfigServer) mustEmbedUnimplementedExecutorConfigServer() {}
 func (UnimplementedExecutorConfigServer) testEmbeddedByValue()                        {}
@@ -120,13 +144,36 @@ func _ExecutorConfig_Watch_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExecutorConfig_WatchServer = grpc.ServerStreamingServer[Snapshot]
 
+func _ExecutorConfig_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunnerReport)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecutorConfigServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecutorConfig_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecutorConfigServer).Report(ctx, req.(*RunnerReport))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ExecutorConfig_ServiceDesc is the grpc.ServiceDesc for ExecutorConfig service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var ExecutorConfig_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "fnrunner.configstream.v1.ExecutorConfig",
 	HandlerType: (*ExecutorConfigServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Report",
+			Handler:    _ExecutorConfig_Report_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Watch",

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -23,8 +24,10 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
+	"github.com/fnrunner/fnrunner/services/binary-runner/report"
 	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
 )
 
@@ -148,8 +151,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Admission:          admitted,
 	}))
 
+	name, uid, err := identity()
+	if err != nil {
+		return err
+	}
+	reporter := report.New(log, cfg, cfg, func(path string) error {
+		_, err := binpath.Resolve(o.functions, path, o.allowAbsolutePaths)
+		return err
+	}, report.Options{Runner: name, RunnerUID: uid, Recheck: recheckInterval})
+
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { cfg.Run(ctx); return nil })
+	g.Go(func() error { reporter.Run(ctx); return nil })
 	g.Go(func() error {
 		if cfg.WaitReady(ctx) {
 			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -165,7 +178,25 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // --max-in-flight-bytes, its soft memory limit (unless GOMEMLIMIT is set).
 const memoryHeadroom = 256 << 20
 
+// recheckInterval is how often the binary executors' paths are checked again
+// while the table stays the same (a volume mounted late, a file removed).
+const recheckInterval = time.Minute
+
 func main() { grpcserving.Main("binary-runner", run) }
+
+// identity names this runner in its reports to the config-reconciler: its
+// pod's name and UID (POD_NAME and POD_UID, from the downward API), or
+// outside a cluster the host name and no UID.
+func identity() (name, uid string, err error) {
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name, os.Getenv("POD_UID"), nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", "", fmt.Errorf("naming this runner for its reports (no POD_NAME): %w", err)
+	}
+	return host, "", nil
+}
 
 // passedEnv is NAME=value of each of names that is set in this process's
 // environment.

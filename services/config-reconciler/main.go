@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -29,6 +29,7 @@ import (
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/filesource"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/reports"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 )
 
@@ -80,6 +81,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
 
+	// Every replica keeps the binary-runners' reports it receives: in a
+	// cluster as ConfigMaps, which the leader reads into status; with
+	// --config-dir there is no status, and they are only logged.
+	var mgr ctrl.Manager
+	var recorder store.Recorder = reports.NewMemory(log)
+	if o.configDir == "" {
+		if mgr, err = newManager(o, log); err != nil {
+			return err
+		}
+		recorder = reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), o.namespace)
+	}
+
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
 		Name:           "config-reconciler",
 		MaxMessageSize: o.maxMessageSize,
@@ -88,7 +101,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Log: log, Stopping: srv.Stopping()})
+	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Reports: recorder, Log: log, Stopping: srv.Stopping()})
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis) })
@@ -107,17 +120,27 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		g.Go(func() error { return filesource.Run(ctx, log, o.configDir, o.namespace, cfgOpts, st) })
 		return g.Wait()
 	}
+	if err := controller.Setup(mgr, log, o.namespace, cfgOpts, st); err != nil {
+		return err
+	}
+	log.Info("watching FunctionConfigs", "namespace", o.namespace, "leaderElection", o.leaderElect)
+	g.Go(func() error { return mgr.Start(ctx) })
+	return g.Wait()
+}
 
+// newManager is the controller-runtime manager of cluster mode, its cache
+// limited to --namespace (controller.CacheOptions).
+func newManager(o *options, log *slog.Logger) (ctrl.Manager, error) {
 	restCfg, err := restconfig.Load(o.kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -130,22 +153,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		// Give up leadership at once on shutdown so another replica takes
 		// over status without waiting for the lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+		Cache:                         controller.CacheOptions(o.namespace),
 	})
 	if err != nil {
-		return fmt.Errorf("controller manager: %w", err)
+		return nil, fmt.Errorf("controller manager: %w", err)
 	}
 	if o.healthProbeAddress != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := controller.Setup(mgr, log, o.namespace, cfgOpts, st); err != nil {
-		return err
-	}
-	log.Info("watching FunctionConfigs", "namespace", o.namespace, "leaderElection", o.leaderElect)
-	g.Go(func() error { return mgr.Start(ctx) })
-	return g.Wait()
+	return mgr, nil
 }
 
 func main() { grpcserving.Main("config-reconciler", run) }

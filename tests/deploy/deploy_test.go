@@ -239,6 +239,16 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "rbac-lease", Namespace: ns}}
 	slices := schema.GroupVersionKind{Group: "discovery.k8s.io", Version: "v1", Kind: "EndpointSliceList"}
 	sts := schema.GroupVersionKind{Group: "config.porch.kpt.dev", Version: "v1alpha1", Kind: "ServiceTemplateList"}
+	report := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fnrunner-runner-report-rbac", Namespace: ns,
+		Labels: map[string]string{"fnrunner.dev/runner-report": "true"}}}
+	getPod := func(c client.Client) error {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fnrunner-binary-runner-rbac"}, &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return nil // allowed to look
+		}
+		return err
+	}
+	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMapList"}
 	deleteFC := func(c client.Client) error {
 		return c.Delete(ctx, &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Name: "set-namespace", Namespace: ns}}, dry)
 	}
@@ -255,6 +265,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			{"list functionconfigs", true, list(fcs)},
 			{"patch functionconfig status", true, patchStatus},
 			{"create a leader election lease", true, create(lease)},
+			{"create a runner report", true, create(report)},
+			{"list runner reports", true, list(configMaps)},
+			{"get a runner's pod", true, getPod},
 			{"delete functionconfigs", false, deleteFC},
 			{"list pods", false, list(pods)},
 			{"create pods", false, createPod},

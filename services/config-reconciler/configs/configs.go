@@ -33,6 +33,16 @@ type Verdict struct {
 	Problems []string
 	// Conflicts is the subset of Problems about other FunctionConfigs.
 	Conflicts []string
+	// Unrunnable is the subset of Problems the binary-runners report: a
+	// binary executor in the table that a runner cannot run (its calls go
+	// on to the next executor).
+	Unrunnable []string
+}
+
+// OnlyUnrunnable reports whether the object is in the table as given and
+// only the binary-runners find fault with it.
+func (v Verdict) OnlyUnrunnable() bool {
+	return len(v.Unrunnable) > 0 && len(v.Problems) == len(v.Unrunnable)
 }
 
 // Ready reports whether the object applied without problems.

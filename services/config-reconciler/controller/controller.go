@@ -10,34 +10,46 @@
 //     keeps only its fields); and, as porch's function-runner component,
 //     adds its finalizer and removes it when the object is being deleted. A change to one object can change another's
 //     conflicts, so every change requeues all objects of the namespace.
+//     It also watches the binary-runners' reports (package reports, stored
+//     by whichever replica received them): a binaryExecutor a runner cannot
+//     run gets its error in status, while the table keeps it and calls go
+//     on to the next executor; a changed report requeues the objects it
+//     names, before and after the change.
 package controller
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/reports"
 )
 
 // Table receives the executor table; *store.Store implements it.
@@ -51,6 +63,9 @@ const (
 	ReasonInvalid    = "Invalid"
 	ReasonConflict   = "Conflict"
 	ReasonNoConflict = "NoConflict"
+	// ReasonNotRunnable: in the table, but a binary-runner reports that it
+	// cannot run the binary executor's binary.
+	ReasonNotRunnable = "BinaryNotRunnable"
 )
 
 // Setup registers both controllers with the manager.
@@ -83,11 +98,51 @@ func Setup(mgr ctrl.Manager, log *slog.Logger, namespace string, opts configs.Op
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("functionconfig-status").
 		Watches(&v1alpha1.FunctionConfig{}, all).
+		Watches(&corev1.ConfigMap{}, reportedOn(log, namespace), builder.WithPredicates(isReport(namespace))).
 		WithOptions(ctrlOptions(true)).
 		Complete(&StatusWriter{lister: lister, client: mgr.GetClient(), log: log}); err != nil {
 		return fmt.Errorf("status controller: %w", err)
 	}
 	return nil
+}
+
+// CacheOptions are the manager's cache for Setup's controllers: namespace
+// only, and there of ConfigMaps only the runner reports.
+func CacheOptions(namespace string) cache.Options {
+	return cache.Options{
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: reports.Selector()}},
+	}
+}
+
+// reportedOn maps a runner report (old and new, on an update) to the
+// FunctionConfigs it names.
+func reportedOn(log *slog.Logger, namespace string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		cm, ok := o.(*corev1.ConfigMap)
+		if !ok {
+			return nil
+		}
+		rep, err := reports.Decode(cm)
+		if err != nil {
+			log.Warn("ignoring a runner report", "error", err)
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, name := range rep.Names() {
+			if name.Namespace == namespace {
+				reqs = append(reqs, reconcile.Request{NamespacedName: name})
+			}
+		}
+		return reqs
+	})
+}
+
+// isReport passes the runner report ConfigMaps of namespace.
+func isReport(namespace string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == namespace && reports.Selector().Matches(labels.Set(o.GetLabels()))
+	})
 }
 
 type lister struct {
@@ -181,7 +236,7 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	_, verdicts := configs.Evaluate(objs, r.lister.opts)
+	entries, verdicts := configs.Evaluate(objs, r.lister.opts)
 	var obj *v1alpha1.FunctionConfig
 	for i := range objs {
 		if objs[i].Name == req.Name && objs[i].Namespace == req.Namespace {
@@ -200,6 +255,9 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, err
 	}
 	v := verdicts[req.NamespacedName]
+	if v, err = r.withReports(ctx, v, req.NamespacedName, entries); err != nil {
+		return reconcile.Result{}, err
+	}
 	want := obj.Status.DeepCopy()
 	SetStatus(want, obj.Generation, v)
 	if r.noConditions.Load() {
@@ -224,6 +282,30 @@ func (r *StatusWriter) Reconcile(ctx context.Context, req reconcile.Request) (re
 	}
 	r.log.Info("status written", "functionConfig", req.NamespacedName.String(), "generation", obj.Generation, "ready", v.Ready(), "problems", v.Problems)
 	return reconcile.Result{}, nil
+}
+
+// withReports adds to v what the binary-runners report about the object's
+// binary executor as the table holds it (reports naming another path are
+// about an older table).
+func (r *StatusWriter) withReports(ctx context.Context, v configs.Verdict, key types.NamespacedName, entries []*configpb.FunctionConfig) (configs.Verdict, error) {
+	var path string
+	for _, e := range entries {
+		if e.GetNamespace() == key.Namespace && e.GetName() == key.Name {
+			path = e.GetBinary().GetPath()
+		}
+	}
+	if path == "" {
+		return v, nil
+	}
+	reps, err := reports.List(ctx, r.log, r.client, r.lister.namespace)
+	if err != nil {
+		return v, err
+	}
+	if problems := reports.Problems(reps, key, path); len(problems) > 0 {
+		v.Unrunnable = problems
+		v.Problems = append(slices.Clone(v.Problems), problems...)
+	}
+	return v, nil
 }
 
 // Finalizer is the finalizer of porch's function-runner component, which the
@@ -268,6 +350,12 @@ func SetStatus(s *v1alpha1.FunctionConfigStatus, generation int64, v configs.Ver
 	default:
 		s.Error = strings.Join(v.Problems, "; ")
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalid, s.Error
+		if v.OnlyUnrunnable() {
+			// The table holds this generation as given (its calls go on
+			// to the next executor): applied, with the runners' error.
+			s.FunctionRunnerObservedGeneration = generation
+			ready.Reason = ReasonNotRunnable
+		}
 		if len(v.Conflicts) > 0 {
 			ready.Reason = ReasonConflict
 			conflict.Status, conflict.Reason, conflict.Message = metav1.ConditionTrue, ReasonConflict, strings.Join(v.Conflicts, "; ")

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -31,6 +30,7 @@ import (
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
+	"github.com/fnrunner/fnrunner/services/config-reconciler/reports"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
@@ -41,6 +41,8 @@ const ns = "porch-fn-system"
 type fixture struct {
 	env    *kubetest.Environment
 	client *configclient.Client
+	// config calls the reconciler's stream service, as a runner does.
+	config configpb.ExecutorConfigClient
 }
 
 // start runs the real controllers against a real apiserver, and a real
@@ -65,7 +67,7 @@ func startWith(t *testing.T, crds string) *fixture {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:  env.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:   controller.CacheOptions(ns),
 		// Each test of this process runs a manager of its own.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -76,18 +78,26 @@ func startWith(t *testing.T, crds string) *fixture {
 		assert.NoError(t, mgr.Start(ctx), "manager")
 	}()
 
+	conn := serve(t, &store.Server{Store: st, Log: log, Reports: reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), ns)})
+	cc := configclient.New(log, conn, "test")
+	go cc.Run(ctx)
+	return &fixture{env: env, client: cc, config: configpb.NewExecutorConfigClient(conn)}
+}
+
+// serve serves the stream service over loopback gRPC and returns a
+// connection to it.
+func serve(t *testing.T, s *store.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := grpc.NewServer()
-	configpb.RegisterExecutorConfigServer(srv, &store.Server{Store: st, Log: log})
+	configpb.RegisterExecutorConfigServer(srv, s)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	cc := configclient.New(log, conn, "test")
-	go cc.Run(ctx)
-	return &fixture{env: env, client: cc}
+	return conn
 }
 
 func functionConfig(name, image string, spec v1alpha1.FunctionConfigSpec) *v1alpha1.FunctionConfig {

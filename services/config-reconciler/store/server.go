@@ -2,16 +2,38 @@ package store
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 )
+
+// ErrUnknownRunner is why a Recorder refuses a report: its runner is not
+// one the config-reconciler knows (in a cluster: no binary-runner pod of
+// its namespace by that name, or one with another UID). Report answers it
+// with PermissionDenied; the Report RPC is unauthenticated, so this is what
+// keeps anyone who reaches it from storing reports under made-up runners.
+var ErrUnknownRunner = errors.New("unknown runner")
+
+// Recorder keeps the binary-runners' reports (reports.ConfigMaps in a
+// cluster, reports.Memory with --config-dir).
+type Recorder interface {
+	// Record keeps r as its runner's report, replacing the last one. An
+	// error wrapping ErrUnknownRunner refuses the report for good; any
+	// other may pass on a retry.
+	Record(ctx context.Context, r *configpb.RunnerReport) error
+}
 
 // Server serves the store over the ExecutorConfig gRPC service.
 type Server struct {
 	configpb.UnimplementedExecutorConfigServer
 	Store *Store
-	Log   *slog.Logger
+	// Reports keeps what Report receives; nil: Report is Unimplemented.
+	Reports Recorder
+	Log     *slog.Logger
 	// Stopping, when closed, ends every stream (the server is draining);
 	// subscribers reconnect to another replica.
 	Stopping <-chan struct{}
@@ -34,4 +56,22 @@ func (s *Server) Watch(req *configpb.WatchRequest, stream configpb.ExecutorConfi
 	})
 	s.Log.Info("subscriber left", "subscriber", req.GetSubscriber(), "reason", err)
 	return nil
+}
+
+// Report implements configpb.ExecutorConfigServer.
+func (s *Server) Report(ctx context.Context, req *configpb.RunnerReport) (*configpb.ReportAck, error) {
+	if s.Reports == nil {
+		return nil, status.Error(codes.Unimplemented, "this config-reconciler keeps no runner reports")
+	}
+	if req.GetRunner() == "" {
+		return nil, status.Error(codes.InvalidArgument, "a runner report must name its runner")
+	}
+	if err := s.Reports.Record(ctx, req); err != nil {
+		s.Log.Warn("keeping a runner report", "runner", req.GetRunner(), "error", err)
+		if errors.Is(err, ErrUnknownRunner) {
+			return nil, status.Errorf(codes.PermissionDenied, "report refused: %v", err)
+		}
+		return nil, status.Errorf(codes.Unavailable, "keeping the report: %v", err)
+	}
+	return &configpb.ReportAck{}, nil
 }

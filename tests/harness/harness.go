@@ -106,3 +106,17 @@ func WaitFor(t testing.TB, what string, cond func() bool, logs ...func() string)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Poll calls f every interval until it returns nil or timeout has passed,
+// and returns f's last error: for waits whose reason for not being done
+// belongs in the failure message, or that must not fail the test.
+func Poll(timeout, interval time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(interval)
+	}
+}

@@ -24,6 +24,7 @@ var helpers = []struct {
 	names     []string
 }{
 	{"tests/harness", "WaitFor", []string{"waitFor"}},
+	{"tests/harness", "Poll", []string{"poll", "wait", "eventually"}},
 	{"tests/harness", "Runfile", []string{"runfile"}},
 	{"tools/localstack", "FreeAddress", []string{"freePort", "freeAddr", "freeAddress"}},
 	{"tests/testregistry", "New", []string{"privateRegistry"}},

@@ -76,6 +76,12 @@ type Options struct {
 	CRDDirectoryPaths []string
 	// AddToScheme functions for the types the tests use.
 	AddToScheme []func(*runtime.Scheme) error
+	// Address is the apiserver's serving address ("": 127.0.0.1), which
+	// the kubeconfig names too.
+	Address string
+	// APIServerArgs set kube-apiserver flags (name without dashes → value;
+	// "" removes a flag envtest would set).
+	APIServerArgs map[string]string
 }
 
 // Start starts kube-apiserver and etcd and stops them when the test ends. It
@@ -94,6 +100,23 @@ func Start(t testing.TB, opts Options) *Environment {
 	// A certificate directory of our own, so that the apiserver can be
 	// restarted with the same serving certificate (see StopAPIServer).
 	api := &envtest.APIServer{CertDir: t.TempDir()}
+	if opts.Address != "" {
+		// envtest picks a loopback address unless given a port too.
+		l, err := net.Listen("tcp", net.JoinHostPort(opts.Address, "0"))
+		if err != nil {
+			t.Fatalf("a port for kube-apiserver on %s: %v", opts.Address, err)
+		}
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		l.Close()
+		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address, Port: port}
+	}
+	for k, v := range opts.APIServerArgs {
+		if v == "" {
+			api.Configure().Disable(k)
+		} else {
+			api.Configure().Set(k, v)
+		}
+	}
 	env := &envtest.Environment{
 		ControlPlane:          envtest.ControlPlane{APIServer: api},
 		Scheme:                scheme,

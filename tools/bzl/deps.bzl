@@ -6,13 +6,14 @@ load(":envtest.bzl", "envtest_assets")
 load(":go_repos.bzl", "go_mod_deps")
 load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
+load(":node.bzl", "node_binaries", "node_packages")
 load(":porchrender.bzl", "porchrender_binary")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @porchrender and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @porchrender and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -39,6 +40,38 @@ def fnrunner_dependencies():
         kube_apiserver_go_sum = Label("//tools/envtest:kube-apiserver.go.sum"),
         etcd_go_mod = Label("//tools/envtest:etcd.go.mod"),
         etcd_go_sum = Label("//tools/envtest:etcd.go.sum"),
+    )
+
+    # tests/node's kubelet, kube-proxy, kube-scheduler and
+    # kube-controller-manager: the same release as envtest's kube-apiserver.
+    node_binaries(
+        name = "node_binaries",
+        kubernetes_version = KUBERNETES_VERSION,
+        go_mod = Label("//tools/envtest:node.go.mod"),
+        go_sum = Label("//tools/envtest:node.go.sum"),
+    )
+
+    # tests/node's container runtime, CNI plugins and iptables: Debian 12's
+    # packages, unpacked, never installed. containerd 1.6 speaks CRI v1.
+    node_packages(
+        name = "node_packages",
+        packages = {
+            "conntrack": ["1:1.4.7-1+b2", "9827d60b60c1b5673e97f34db48d9db79e9f9ef807ee998320f6dafc80711e82"],
+            "containerd": ["1.6.20~ds1-1+deb12u3", "8669d264eeb0fcdb4a0b1ba436ab88ec5dafde4a66e1278ec279d830db4c2216"],
+            "containernetworking-plugins": ["1.1.1+ds1-3+b5", "4cac8143474d1249b19f7b0e80b8d0daaa6dfdaa8bd514bc468d38d4a108099f"],
+            "iptables": ["1.8.9-2", "2928d3ca6ca8a3dc3f423f6752822b1f3614a5ba609ff7806bcba4449ffe90e1"],
+            "libip4tc2": ["1.8.9-2", "f2c48b367f9ec13f9aa577e7ccf81b371ce5d5fe22dddf9d7aa99f1e0bb7cfc4"],
+            "libip6tc2": ["1.8.9-2", "be88db3dfa2fe3345ea343207f7c75345602686121e579023d021c348b9b4f4d"],
+            "libmnl0": ["1.0.4-3", "4581f42e3373cb72f9ea4e88163b17873afca614a6c6f54637e95aa75983ea7c"],
+            "libnetfilter-conntrack3": ["1.0.9-3", "65f1539238f60fcc85d115acd640474f45c77bfddcf402eb7d75965a783c2bc8"],
+            "libnetfilter-cthelper0": ["1.0.1-1", "d083424653a438138cc88c728a6d7230fbef2a3a2fd56089958f2715247eb54c"],
+            "libnetfilter-cttimeout1": ["1.0.1-1", "b2240cfc7c0b3cd483dc09767c09c6f109ffa682ca15b4783d58ab006f01c87b"],
+            "libnetfilter-queue1": ["1.0.5-3", "390768d0b9895c1493ab4d716588eb4402fcfced8b2e2cbc015d04c8a1151081"],
+            "libnfnetlink0": ["1.0.2-2", "ae5cbba417ea48f34c1f72c27e8146a81f20614c1296bca2cd7234c8215fddcc"],
+            "libnftnl11": ["1.2.4-2", "9e619e1470a1915264e906020f3bfc046fd8458043b1342686d997b5078213af"],
+            "libxtables12": ["1.8.9-2", "cb841d66950a43af4a398625313d2f3da9065299c9738538de6c2c3495857040"],
+            "runc": ["1.1.5+ds1-1+deb12u1", "a00351f8c0318de0b424ecf5cd0fdb69880a89f3511cae4f6fff7de3e57881c5"],
+        },
     )
 
     # porch's render path (kptops + porch's gRPC runtime), from its own module.

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the wrapper modules @envtest builds kube-apiserver and etcd from.
+# Regenerates the wrapper modules @envtest builds kube-apiserver and etcd from,
+# and the one @node_binaries builds kubelet, kube-proxy, kube-scheduler and
+# kube-controller-manager from (tests/node).
 #
 #   tools/envtest/update.sh KUBERNETES_VERSION ETCD_VERSION   e.g. v1.36.3 v3.6.8
 #
@@ -18,7 +20,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod GOWORK=off
 
-mkdir -p "$work/kube-apiserver" "$work/etcd"
+mkdir -p "$work/kube-apiserver" "$work/etcd" "$work/node"
 go mod download -json "k8s.io/kubernetes@$k8s" >"$work/k8s.json"
 kmod=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' "$work/k8s.json")
 {
@@ -29,10 +31,12 @@ kmod=$(sed -n 's/.*"GoMod": "\(.*\)",*/\1/p' "$work/k8s.json")
   printf ')\n'
 } >"$work/kube-apiserver/go.mod"
 printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$work/kube-apiserver/tools.go"
+sed 's|^module .*|module fnrunner.local/node|' "$work/kube-apiserver/go.mod" >"$work/node/go.mod"
+printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-controller-manager"\n\t_ "k8s.io/kubernetes/cmd/kube-proxy"\n\t_ "k8s.io/kubernetes/cmd/kube-scheduler"\n\t_ "k8s.io/kubernetes/cmd/kubelet"\n)\n' >"$work/node/tools.go"
 printf 'module fnrunner.local/envtest/etcd\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$etcd" >"$work/etcd/go.mod"
 printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3/etcdmain"\n' >"$work/etcd/tools.go"
 
-for b in kube-apiserver etcd; do
+for b in kube-apiserver etcd node; do
   (cd "$work/$b" && go mod tidy)
   cp "$work/$b/go.mod" "$here/$b.go.mod"
   cp "$work/$b/go.sum" "$here/$b.go.sum"

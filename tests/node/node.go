@@ -1,0 +1,854 @@
+// Package node runs a real Kubernetes node for tests, on this machine: etcd
+// and kube-apiserver (envtest's), kube-controller-manager, kube-scheduler,
+// kubelet and kube-proxy built from the Go module proxy, and Debian's
+// containerd, runc, CNI plugins and iptables unpacked into a private
+// directory (never installed).
+//
+// Everything the node does happens in namespaces the test creates and
+// removes: one network namespace holds the node's processes, its bridge, its
+// pods' addresses and its Service rules, joined to the test's network
+// namespace by one veth pair with a /30 (the only route out of the node; no
+// default route, so no pod reaches an address outside); one mount namespace
+// holds its mounts (pod volumes, container root filesystems, /var/log/pods),
+// so that they vanish with its processes; its cgroups live under one cgroup
+// of their own, removed at the end. kube-apiserver and etcd run in the
+// test's network namespace on the host end of the veth, where the test's
+// clients and the node's processes both reach them.
+package node
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/kubetest"
+)
+
+// The node's address plan. The veth's /30 is the only link between the
+// node and the test; pods and Services are addressed inside the node.
+const (
+	PodCIDR     = "10.198.0.0/16"
+	ServiceCIDR = "10.197.0.0/16"
+	// ClusterDomain is the kubelet's --cluster-domain.
+	ClusterDomain = "cluster.local"
+)
+
+// Node is a running node and its control plane.
+type Node struct {
+	// Name is the Node object's name.
+	Name string
+	// Kube is the control plane: kube-apiserver and etcd.
+	Kube *kubetest.Environment
+	// Registry is host:port of a plain-HTTP registry the node pulls from
+	// (go-containerregistry's, on the host end of the veth).
+	Registry string
+	// HostIP is the test's end of the veth; NodeIP the node's.
+	HostIP, NodeIP string
+
+	dir     string
+	id      string
+	netns   string
+	veth    string
+	holder  *exec.Cmd
+	procs   []*process
+	stopped bool
+	// before is the host's state the node must not change (hostState).
+	before map[string]string
+}
+
+// hostState is what of the host a node could change by mistake: the kernel
+// parameters kubelet wants set, and whether the paths kubelet and
+// containerd write to by default exist.
+func hostState() map[string]string {
+	st := map[string]string{}
+	for _, k := range []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops", "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"} {
+		b, _ := os.ReadFile("/proc/sys/" + k)
+		st["sysctl "+k] = strings.TrimSpace(string(b))
+	}
+	for _, p := range []string{"/var/lib/kubelet", "/usr/libexec/kubernetes", "/run/containerd", "/var/lib/cni", "/run/xtables.lock"} {
+		_, err := os.Lstat(p)
+		st["path "+p] = strconv.FormatBool(err == nil)
+	}
+	return st
+}
+
+// Start brings a node up, waits until it is Ready, and tears it down (and
+// checks that nothing is left behind) when the test ends. It fails the test,
+// never skips it, when the node cannot run here.
+func Start(t *testing.T) *Node {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("tests/node needs root (network, mount and cgroup namespaces, containerd): run as root, or leave it out with --test_tag_filters=-node")
+	}
+	bins := map[string]string{}
+	for _, b := range []string{"KUBELET", "KUBE_PROXY", "KUBE_SCHEDULER", "KUBE_CONTROLLER_MANAGER", "NODE_PAUSE"} {
+		bins[b] = harness.Binary(t, "FNRUNNER_"+b)
+	}
+	// FNRUNNER_NODE_ROOT names usr/bin/containerd of the unpacked packages.
+	containerd := harness.Binary(t, "FNRUNNER_NODE_ROOT")
+	root := filepath.Dir(filepath.Dir(filepath.Dir(containerd)))
+	for _, p := range []string{"usr/bin/containerd", "usr/sbin/runc", "usr/bin/containerd-shim-runc-v2", "usr/lib/cni/bridge", "usr/sbin/xtables-legacy-multi"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Fatalf("the node's packages at %s: %v", root, err)
+		}
+	}
+
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		t.Fatal("tests/node runs kubelet on cgroup v1 (these machines'); this host has cgroup v2, which it does not set up yet")
+	}
+	// A run killed before its cleanup (a timeout, a crash) leaves its node
+	// behind; its processes are gone, so remove what they named.
+	sweepStale(t)
+	n := &Node{id: fmt.Sprintf("fnr%d", os.Getpid()), before: hostState()}
+	n.Name = "node-" + n.id
+	// A short directory: containerd's socket path must fit in 108 bytes.
+	dir, err := os.MkdirTemp("", n.id+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.dir = dir
+	octet, err := freeOctet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.HostIP, n.NodeIP = fmt.Sprintf("10.199.%d.1", octet), fmt.Sprintf("10.199.%d.2", octet)
+	t.Cleanup(func() { n.teardown(t) })
+
+	// iptables as Debian's alternatives would name it (the packages are
+	// unpacked, not installed): the legacy backend, in the node's network
+	// namespace only.
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		if err := os.Symlink(filepath.Join(root, "usr/sbin/xtables-legacy-multi"), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.network(filepath.Join(bin, "iptables"), filepath.Join(root, "usr/lib/x86_64-linux-gnu")); err != nil {
+		t.Fatalf("node network: %v", err)
+	}
+	n.Kube = kubetest.Start(t, kubetest.Options{
+		Address: n.HostIP,
+		APIServerArgs: map[string]string{
+			"advertise-address":         n.HostIP,
+			"service-cluster-ip-range":  ServiceCIDR,
+			"allow-privileged":          "true",
+			"enable-admission-plugins":  "ServiceAccount,NodeRestriction",
+			"disable-admission-plugins": "",
+		},
+	})
+	// Registered after the control plane's: the node stops first, so that
+	// kube-apiserver is not stopped with the node's watches open.
+	t.Cleanup(n.stop)
+	if n.Registry, err = n.registry(t); err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	pauseImage := n.Registry + "/fnrunner/pause:1"
+	if err := pushBinaryImage(pauseImage, bins["NODE_PAUSE"], "/pause", []string{"/pause"}, nil); err != nil {
+		t.Fatalf("pause image: %v", err)
+	}
+	if err := n.startHolder(); err != nil {
+		t.Fatalf("node namespaces: %v", err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(kubeconfig, n.Kube.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ca, n.Kube.Config.CAData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"PATH=" + bin + ":" + filepath.Join(root, "usr/bin") + ":" + filepath.Join(root, "usr/sbin") + ":/usr/sbin:/usr/bin:/sbin:/bin",
+		"LD_LIBRARY_PATH=" + filepath.Join(root, "usr/lib/x86_64-linux-gnu"),
+		"XTABLES_LIBDIR=" + filepath.Join(root, "usr/lib/x86_64-linux-gnu/xtables"),
+	}
+	sock := filepath.Join(dir, "containerd.sock")
+	if err := n.writeContainerdConfig(root, pauseImage, sock); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name string
+		args []string
+	}{
+		{"containerd", []string{containerd, "--config", filepath.Join(dir, "containerd.toml")}},
+		{"kube-controller-manager", []string{bins["KUBE_CONTROLLER_MANAGER"],
+			"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--root-ca-file=" + ca, "--controllers=*,-serviceaccount-token,-csrsigning,-csrapproving,-nodeipam",
+			"--bind-address=" + n.NodeIP, "--use-service-account-credentials=false", "--cluster-name=" + n.id,
+			"--flex-volume-plugin-dir=" + filepath.Join(dir, "volume-plugins")}},
+		{"kube-scheduler", []string{bins["KUBE_SCHEDULER"], "--kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=" + n.NodeIP}},
+		{"kubelet", []string{bins["KUBELET"], "--config=" + filepath.Join(dir, "kubelet.yaml"), "--kubeconfig=" + kubeconfig,
+			"--hostname-override=" + n.Name, "--node-ip=" + n.NodeIP, "--root-dir=" + filepath.Join(dir, "kubelet"),
+			"--cert-dir=" + filepath.Join(dir, "kubelet-pki")}},
+		{"kube-proxy", []string{bins["KUBE_PROXY"], "--config=" + filepath.Join(dir, "kube-proxy.yaml")}},
+	}
+	if err := n.writeKubeletConfig(sock); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.makeCgroups(); err != nil {
+		t.Fatalf("the node's cgroup: %v", err)
+	}
+	if err := n.writeKubeProxyConfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		p, err := n.start(s.name, s.args, env)
+		if err != nil {
+			t.Fatalf("starting %s: %v", s.name, err)
+		}
+		if s.name == "containerd" {
+			if err := harness.Poll(30*time.Second, 250*time.Millisecond, func() error {
+				if err := p.running(); err != nil {
+					return err
+				}
+				_, err := os.Stat(sock)
+				return err
+			}); err != nil {
+				t.Fatalf("containerd did not start: %v\n%s", err, p.tail())
+			}
+		}
+	}
+	if err := n.waitReady(3 * time.Minute); err != nil {
+		t.Fatalf("node %s not Ready: %v\n%s", n.Name, err, n.logs())
+	}
+	return n
+}
+
+// network creates the node's network namespace and the veth pair, and
+// drops in the namespace every packet that would leave it for anything but
+// the test's end of the veth (iptables: the unpacked one; libs: its
+// libraries).
+func (n *Node) network(iptables, libs string) error {
+	n.netns, n.veth = "fnrunner-"+n.id, n.id+"h"
+	cmds := [][]string{
+		{"ip", "netns", "add", n.netns},
+		{"ip", "link", "add", n.veth, "type", "veth", "peer", "name", n.id + "n"},
+		{"ip", "link", "set", n.id + "n", "netns", n.netns},
+		{"ip", "addr", "add", n.HostIP + "/30", "dev", n.veth},
+		{"ip", "link", "set", n.veth, "up"},
+		{"ip", "-n", n.netns, "link", "set", "lo", "up"},
+		{"ip", "-n", n.netns, "link", "set", n.id + "n", "name", "eth0"},
+		{"ip", "-n", n.netns, "addr", "add", n.NodeIP + "/30", "dev", "eth0"},
+		{"ip", "-n", n.netns, "link", "set", "eth0", "up"},
+		// Service addresses are routed at the veth so that a node process
+		// can connect to one (kube-proxy rewrites the destination after the
+		// route is chosen); no packet leaves for them: kube-proxy's rules
+		// answer every Service address.
+		{"ip", "-n", n.netns, "route", "add", ServiceCIDR, "dev", "eth0"},
+		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+	}
+	for _, c := range cmds {
+		if out, err := hostCommand(c[0], c[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, out)
+		}
+	}
+	for _, chain := range []string{"OUTPUT", "FORWARD"} {
+		cmd := hostCommand("ip", "netns", "exec", n.netns, iptables, "-w", "-A", chain, "-o", "eth0", "!", "-d", n.HostIP, "-j", "DROP")
+		// Its lock file too is the node's, not the host's /run/xtables.lock.
+		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+libs, "XTABLES_LIBDIR="+filepath.Join(libs, "xtables"), "XTABLES_LOCKFILE="+filepath.Join(n.dir, "xtables.lock"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("dropping the node's traffic to other addresses (%s): %w: %s", chain, err, out)
+		}
+	}
+	return nil
+}
+
+// sweepStale removes the nodes of runs whose test process is gone: their
+// network namespace (fnrunner-fnr<pid>), veth and cgroups.
+func sweepStale(t *testing.T) {
+	entries, _ := os.ReadDir("/run/netns")
+	for _, e := range entries {
+		pid, ok := strings.CutPrefix(e.Name(), "fnrunner-fnr")
+		if !ok {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // its test still runs
+		}
+		stale := &Node{id: "fnr" + pid, netns: e.Name(), veth: "fnr" + pid + "h"}
+		t.Logf("removing the node a run (pid %s) left behind", pid)
+		stale.killCgroups()
+		_ = hostCommand("ip", "netns", "del", stale.netns).Run()
+		_ = hostCommand("ip", "link", "del", stale.veth).Run()
+		if err := stale.removeCgroups(); err != nil {
+			t.Logf("stale node %s: %v", pid, err)
+		}
+	}
+}
+
+// freeOctet picks x for the veth's 10.199.x.0/30, one no address of this
+// host is in.
+func freeOctet() (int, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return 0, err
+	}
+	used := map[int]bool{}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip4 := ipn.IP.To4(); ip4 != nil && ip4[0] == 10 && ip4[1] == 199 {
+				used[int(ip4[2])] = true
+			}
+		}
+	}
+	start := os.Getpid() % 250
+	for i := 0; i < 250; i++ {
+		if o := (start+i)%250 + 1; !used[o] {
+			return o, nil
+		}
+	}
+	return 0, errors.New("no free 10.199.x.0/30 for the node's veth")
+}
+
+// hostPath is where the host's tools (ip, nsenter, unshare, mount, sysctl)
+// are found: Bazel's strict action environment leaves the sbin directories
+// out of PATH.
+const hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// hostCommand is exec.Command with the host's tools on hostPath.
+func hostCommand(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	for _, dir := range filepath.SplitList(hostPath) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			cmd.Path, cmd.Err = p, nil
+			break
+		}
+	}
+	// The last PATH wins.
+	cmd.Env = append(os.Environ(), "PATH="+hostPath)
+	return cmd
+}
+
+// registry serves go-containerregistry's registry over plain HTTP on the
+// host end of the veth.
+func (n *Node) registry(t *testing.T) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(n.HostIP, "0"))
+	if err != nil {
+		return "", err
+	}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	// Only the test pushes (from its end of the veth); the node and its
+	// pods (masqueraded to the node's address) pull.
+	guard := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		read := r.Method == http.MethodGet || r.Method == http.MethodHead
+		if host != n.HostIP && !(read && host == n.NodeIP) {
+			http.Error(w, "denied", http.StatusForbidden)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: guard, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String(), nil
+}
+
+// pushBinaryImage pushes an image of one file, bin at path, with the
+// entrypoint and cmd given.
+func pushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	img, err = mutate.Config(img, v1.Config{Entrypoint: entrypoint, Cmd: cmd})
+	if err != nil {
+		return err
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(r, img)
+}
+
+// startHolder starts the process that holds the node's namespaces: in its
+// network namespace, a private mount namespace with the node's own
+// /var/log, /var/lib/cni and /run/netns (pod network namespaces) mounted
+// over the host's. Every node process joins it (nsenter).
+func (n *Node) startHolder() error {
+	for _, d := range []string{"var-log"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	// A sysfs of the node's network namespace (its interfaces under
+	// /sys/class/net), with the host's cgroup hierarchies kept at
+	// /sys/fs/cgroup (a fresh sysfs has none).
+	//
+	// kubelet writes below /var/lib/kubelet and /run whatever its flags
+	// say, and containerd's shims below /run/containerd: a tmpfs over /run
+	// and /var/lib keeps them off the host. kubelet also sets six kernel
+	// parameters that are the host's, not the namespace's (vm.overcommit_memory,
+	// kernel.panic, ...): files holding the values it wants are mounted over
+	// them, so it finds them set (protectKernelDefaults makes it check, not
+	// write) and the host's stay as they are.
+	script := `set -e
+dir=$1
+mount --make-rprivate /
+mkdir -p "$dir/cgroup"
+mount --rbind /sys/fs/cgroup "$dir/cgroup"
+mount -t sysfs sysfs /sys
+mount --rbind "$dir/cgroup" /sys/fs/cgroup
+umount -l "$dir/cgroup"
+mount --bind "$dir/var-log" /var/log
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=0755 tmpfs /var/lib
+mkdir -p "$dir/sysctl"
+for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+  k=${kv%%=*}; f="$dir/sysctl/$(echo "$k" | tr / _)"
+  echo "${kv#*=}" > "$f"
+  mount --bind -o ro "$f" "/proc/sys/$k"
+done
+echo ready
+exec sleep infinity
+`
+	cmd := hostCommand("nsenter", "--net="+filepath.Join("/run/netns", n.netns), "--", "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", n.dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	n.holder = cmd
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		return fmt.Errorf("namespace holder: %q %v: %s", line, err, stderr.String())
+	}
+	return nil
+}
+
+// process is one node process and its log.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	// exited is closed once the process has exited (err holds why).
+	exited chan struct{}
+	err    error
+}
+
+// running says why p is not running, or nil.
+func (p *process) running() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited: %v", p.name, p.err)
+	default:
+		return nil
+	}
+}
+
+func (p *process) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return fmt.Sprintf("--- %s (%s):\n%s", p.name, p.log, b)
+}
+
+// start starts a node process inside the holder's namespaces.
+func (n *Node) start(name string, args, env []string) (*process, error) {
+	logPath := filepath.Join(n.dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	holder := strconv.Itoa(n.holder.Process.Pid)
+	// nsenter, unshare and sh exec'd one into the next and into sleep, so
+	// the holder's pid is the process that holds the namespaces.
+	cmd := hostCommand("nsenter", append([]string{"--target", holder, "--mount", "--net", "--"}, args...)...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.exited) }()
+	n.procs = append(n.procs, p)
+	return p, nil
+}
+
+func (n *Node) logs() string {
+	var b strings.Builder
+	for _, p := range n.procs {
+		b.WriteString(p.tail())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func (n *Node) writeContainerdConfig(root, pauseImage, sock string) error {
+	certs := filepath.Join(n.dir, "certs.d", n.Registry)
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
+	if err := os.WriteFile(filepath.Join(certs, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return err
+	}
+	cniConf := filepath.Join(n.dir, "cni")
+	if err := os.MkdirAll(cniConf, 0o755); err != nil {
+		return err
+	}
+	bridge := fmt.Sprintf(`{
+  "cniVersion": "0.4.0",
+  "name": "fnrunner-node",
+  "type": "bridge",
+  "bridge": "cni0",
+  "isGateway": true,
+  "ipMasq": true,
+  "hairpinMode": true,
+  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
+}
+`, PodCIDR, filepath.Join(n.dir, "ipam"))
+	if err := os.WriteFile(filepath.Join(cniConf, "10-bridge.conf"), []byte(bridge), 0o644); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[5]q
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = %[6]q
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[7]q
+    conf_dir = %[8]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
+`, filepath.Join(n.dir, "containerd/root"), filepath.Join(n.dir, "containerd/state"), sock, sock+".ttrpc",
+		pauseImage, filepath.Join(root, "usr/sbin/runc"), filepath.Join(root, "usr/lib/cni"), cniConf, filepath.Join(n.dir, "certs.d"))
+	return os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(cfg), 0o644)
+}
+
+// CgroupRoot is the cgroup the node's pods live under, in every hierarchy.
+func (n *Node) CgroupRoot() string { return "/fnrunner-" + n.id }
+
+func (n *Node) writeKubeletConfig(sock string) error {
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %[1]s
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+cgroupRoot: %[2]s
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%[3]s
+imageServiceEndpoint: unix://%[3]s
+clusterDomain: %[4]s
+resolvConf: ""
+staticPodPath: ""
+registerNode: true
+serializeImagePulls: false
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  imagefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+protectKernelDefaults: true
+volumePluginDir: %[5]s
+nodeStatusUpdateFrequency: 2s
+syncFrequency: 5s
+fileCheckFrequency: 5s
+`, n.NodeIP, n.CgroupRoot(), sock, ClusterDomain, filepath.Join(n.dir, "volume-plugins"))
+	return os.WriteFile(filepath.Join(n.dir, "kubelet.yaml"), []byte(cfg), 0o644)
+}
+
+func (n *Node) writeKubeProxyConfig(kubeconfig string) error {
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: %[1]s
+hostnameOverride: %[2]s
+bindAddress: %[3]s
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+clientConnection:
+  kubeconfig: %[4]s
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, PodCIDR, n.Name, n.NodeIP, kubeconfig)
+	return os.WriteFile(filepath.Join(n.dir, "kube-proxy.yaml"), []byte(cfg), 0o644)
+}
+
+func (n *Node) waitReady(timeout time.Duration) error {
+	return harness.Poll(timeout, 250*time.Millisecond, func() error {
+		for _, p := range n.procs {
+			if err := p.running(); err != nil {
+				return err
+			}
+		}
+		var node corev1.Node
+		if err := n.Kube.Client.Get(context.Background(), client.ObjectKey{Name: n.Name}, &node); err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				if c.Status == corev1.ConditionTrue {
+					return nil
+				}
+				return fmt.Errorf("Ready %s: %s: %s", c.Status, c.Reason, c.Message)
+			}
+		}
+		return errors.New("no Ready condition yet")
+	})
+}
+
+// stop stops every node process, the containers included.
+func (n *Node) stop() {
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	// The pods' processes first: every process in the node's cgroups.
+	n.killCgroups()
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		p := n.procs[i]
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+	}
+	// containerd's shims outlive it: they are found by the socket they were
+	// started with.
+	n.killShims()
+	n.killCgroups()
+	if n.holder != nil {
+		_ = syscall.Kill(-n.holder.Process.Pid, syscall.SIGKILL)
+		_ = n.holder.Wait()
+	}
+}
+
+// teardown stops the node if it still runs, removes the network namespace,
+// the veth and the cgroups, and checks that nothing is left.
+func (n *Node) teardown(t *testing.T) {
+	n.stop()
+	if n.netns != "" {
+		_ = hostCommand("ip", "netns", "del", n.netns).Run()
+	}
+	if n.veth != "" {
+		_ = hostCommand("ip", "link", "del", n.veth).Run()
+	}
+	if err := n.removeCgroups(); err != nil {
+		t.Errorf("removing the node's cgroups: %v", err)
+	}
+	if left := n.leftovers(); len(left) > 0 {
+		t.Errorf("the node left behind: %s", strings.Join(left, "; "))
+	}
+	if !t.Failed() {
+		_ = os.RemoveAll(n.dir)
+	} else {
+		t.Logf("node files kept in %s", n.dir)
+	}
+}
+
+// cgroupDirs are the node's cgroup directories in every hierarchy.
+func (n *Node) cgroupDirs() []string {
+	var out []string
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, r := range roots {
+		d := filepath.Join(r, n.CgroupRoot())
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// makeCgroups creates the node's cgroup in every hierarchy (kubelet wants
+// its --cgroup-root to exist), with cpuset's CPUs and memory nodes copied
+// from the root (a cgroup v1 cpuset starts empty).
+func (n *Node) makeCgroups() error {
+	roots, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
+	for _, r := range roots {
+		if _, err := os.Stat(filepath.Join(r, "cgroup.procs")); err != nil {
+			continue // not a hierarchy
+		}
+		d := filepath.Join(r, n.CgroupRoot())
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if b, err := os.ReadFile(filepath.Join(r, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
+					return fmt.Errorf("%s: %w", filepath.Join(d, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (n *Node) killCgroups() {
+	for _, d := range n.cgroupDirs() {
+		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func (n *Node) killShims() {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
+		if err != nil || !bytes.Contains(b, []byte(n.dir+"/")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c))); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+}
+
+// removeCgroups removes the node's cgroups, deepest first, waiting for the
+// killed processes to leave them.
+func (n *Node) removeCgroups() error {
+	return harness.Poll(20*time.Second, 250*time.Millisecond, func() error {
+		// A process that forked while the last round killed is killed now.
+		n.killCgroups()
+		var last error
+		for _, d := range n.cgroupDirs() {
+			var dirs []string
+			_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+				if err == nil && info.IsDir() {
+					dirs = append(dirs, p)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+					last = fmt.Errorf("%s: %w", dirs[i], err)
+				}
+			}
+		}
+		return last
+	})
+}
+
+// leftovers lists what of the node still exists on the host.
+func (n *Node) leftovers() []string {
+	var left []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		if b, err := os.ReadFile(c); err == nil && bytes.Contains(b, []byte(n.dir+"/")) {
+			left = append(left, "process "+filepath.Base(filepath.Dir(c))+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(b, []byte(n.dir)) {
+		left = append(left, "mounts under "+n.dir)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", n.netns)); err == nil {
+		left = append(left, "network namespace "+n.netns)
+	}
+	if _, err := net.InterfaceByName(n.veth); err == nil {
+		left = append(left, "interface "+n.veth)
+	}
+	for _, d := range n.cgroupDirs() {
+		left = append(left, "cgroup "+d)
+	}
+	for k, v := range hostState() {
+		if was := n.before[k]; was != v {
+			left = append(left, fmt.Sprintf("%s changed from %s to %s", k, was, v))
+		}
+	}
+	return left
+}

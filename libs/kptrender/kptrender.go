@@ -180,12 +180,7 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	rw := packageReadWriter(root, true)
-	// Read first: the writer then knows the files to remove.
-	if _, err := rw.Read(); err != nil {
-		return nil, fmt.Errorf("reading package %s: %w", dir, err)
-	}
-	r := &renderer{root: root, ev: ev, opts: opts, list: &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}}
+	r := &renderer{root: root, ev: ev, opts: opts, list: &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}, read: map[string]bool{}}
 	r.list.Metadata.Name = "fnresults"
 	items, err := r.hydrate(ctx, root)
 	if err != nil || r.list.ExitCode != 0 {
@@ -196,10 +191,70 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 			return r.list, err
 		}
 	}
-	if err := rw.Write(items); err != nil {
+	if err := writePackage(root, items, r.read); err != nil {
 		return r.list, fmt.Errorf("writing package %s: %w", dir, err)
 	}
 	return r.list, nil
+}
+
+// writePackage writes items below root by their paths and removes the
+// files of read that no item is in any more (kpt prunes only what it read
+// for the packages it rendered). It refuses to write or remove through a
+// symbolic link: a package, or a function, must not reach outside root.
+func writePackage(root string, items []*yaml.RNode, read map[string]bool) error {
+	written := map[string]bool{}
+	for _, it := range items {
+		p, _, err := kioutil.GetFileAnnotations(it)
+		if err != nil {
+			return err
+		}
+		if err := noSymlinkBelow(root, p); err != nil {
+			return err
+		}
+		written[p] = true
+	}
+	for p := range read {
+		if err := noSymlinkBelow(root, p); err != nil {
+			return err
+		}
+	}
+	w := &kio.LocalPackageWriter{PackagePath: root}
+	if err := w.Write(items); err != nil {
+		return err
+	}
+	for p := range read {
+		if written[p] {
+			continue
+		}
+		if err := os.Remove(filepath.Join(root, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("pruning %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// noSymlinkBelow says whether rel, a path relative to root, names a file
+// reached through a symbolic link (or outside root).
+func noSymlinkBelow(root, rel string) error {
+	clean := filepath.Clean(rel)
+	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("resource path %q is outside the package", rel)
+	}
+	cur := root
+	for _, part := range strings.Split(clean, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // created by the write, below no link
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("resource path %q goes through the symbolic link %s: not written", rel, cur)
+		}
+	}
+	return nil
 }
 
 // packagePathAnnotation is kpt's: the package a resource belongs to (an
@@ -213,6 +268,9 @@ type renderer struct {
 	ev   Evaluator
 	opts Options
 	list *ResultList
+	// read holds the files the rendered packages were read from, relative
+	// to root: the ones that may be pruned.
+	read map[string]bool
 }
 
 // hydrate renders the package at dir and returns its resources and those
@@ -246,6 +304,17 @@ func (r *renderer) hydrate(ctx context.Context, dir string) ([]*yaml.RNode, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
 	}
+	rel, err := filepath.Rel(r.root, dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range local {
+		p, _, err := kioutil.GetFileAnnotations(it)
+		if err != nil {
+			return nil, err
+		}
+		r.read[filepath.Join(rel, filepath.Clean(p))] = true
+	}
 	input = append(input, local...)
 	r.list.Packages++
 
@@ -258,7 +327,7 @@ func (r *renderer) hydrate(ctx context.Context, dir string) ([]*yaml.RNode, erro
 	}
 	for i, f := range steps {
 		mutator := i < len(kf.Pipeline.Mutators)
-		out, step, err := runStep(ctx, r.ev, f, dir, input, r.opts)
+		out, step, err := runStep(ctx, r.ev, f, dir, mutator, input, r.opts)
 		if err != nil {
 			return nil, fmt.Errorf("package %s: %w", dir, err)
 		}
@@ -321,13 +390,16 @@ func relativeToRoot(n *yaml.RNode, root string) error {
 	if err != nil {
 		return err
 	}
+	rel := "."
 	if pkg != "" && pkg != root {
-		rel, err := filepath.Rel(root, pkg)
+		var err error
+		rel, err = filepath.Rel(root, pkg)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return fmt.Errorf("resource %s: package %s is not below %s", p, pkg, root)
 		}
-		p = filepath.Join(rel, filepath.Clean(p))
 	}
+	// As kpt: "./a.yaml" and "/a.yaml" are a.yaml of the package.
+	p = filepath.Join(rel, filepath.Clean(p))
 	for _, a := range []string{kioutil.PathAnnotation, kioutil.LegacyPathAnnotation} { //nolint:staticcheck // kpt sets both
 		if err := n.PipeE(yaml.SetAnnotation(a, p)); err != nil {
 			return err
@@ -415,7 +487,18 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 		list.ExitCode = 1
 		return list, nil
 	}
-	if err := rw.Write(out); err != nil {
+	read := map[string]bool{}
+	for _, it := range items {
+		if p, _, err := kioutil.GetFileAnnotations(it); err == nil {
+			read[filepath.Clean(p)] = true
+		}
+	}
+	for _, it := range out {
+		if err := relativeToRoot(it, ""); err != nil {
+			return list, err
+		}
+	}
+	if err := writePackage(dir, out, read); err != nil {
 		return list, fmt.Errorf("writing package %s: %w", dir, err)
 	}
 	return list, nil
@@ -424,7 +507,7 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 // ConfigMap is the functionConfig kpt makes of key/value arguments: a
 // ConfigMap named function-input.
 func ConfigMap(data map[string]string) (*yaml.RNode, error) {
-	return functionConfig(Function{ConfigMap: data}, "", nil)
+	return functionConfig(Function{ConfigMap: data}, "", nil, false)
 }
 
 // ReadKptfile reads dir/Kptfile.
@@ -440,15 +523,16 @@ func ReadKptfile(dir string) (*Kptfile, error) {
 	return &kf, nil
 }
 
-// runStep runs one step of the pipeline of the package at pkg on items.
-func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, items []*yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
+// runStep runs one step (a mutator or a validator) of the pipeline of the
+// package at pkg on items.
+func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, mutator bool, items []*yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
 	switch {
 	case f.Exec != "":
 		return nil, nil, fmt.Errorf("exec functions are not supported (%s): fnrunner runs images", f.Exec)
 	case f.Image == "":
 		return nil, nil, errors.New("a pipeline function has no image")
 	}
-	config, err := functionConfig(f, pkg, items)
+	config, err := functionConfig(f, pkg, items, mutator)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -601,19 +685,36 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 	return out, step, nil
 }
 
-// functionConfig builds a step's functionConfig: the resource of the
-// package at pkg at configPath (as earlier steps left it), or a ConfigMap
-// named function-input holding configMap.
-func functionConfig(f Function, pkg string, items []*yaml.RNode) (*yaml.RNode, error) {
+// functionConfig builds a step's functionConfig as kpt does: a mutator's
+// configPath is the resource of the package at pkg at exactly that path as
+// earlier steps left it, else (and always for a validator) the file as it
+// is on disk; without configPath, a ConfigMap named function-input holding
+// configMap.
+func functionConfig(f Function, pkg string, items []*yaml.RNode, mutator bool) (*yaml.RNode, error) {
 	if f.ConfigPath != "" {
-		want := filepath.Clean(f.ConfigPath)
-		for _, it := range items {
-			p, _, err := kioutil.GetFileAnnotations(it)
-			if err == nil && filepath.Clean(p) == want && it.GetAnnotations()[packagePathAnnotation] == pkg {
-				return it.Copy(), nil
+		if mutator {
+			for _, it := range items {
+				p, _, err := kioutil.GetFileAnnotations(it)
+				if err == nil && p == f.ConfigPath && it.GetAnnotations()[packagePathAnnotation] == pkg {
+					return it.Copy(), nil
+				}
 			}
 		}
-		return nil, fmt.Errorf("%s: configPath %q is not a resource of the package", f.Image, f.ConfigPath)
+		if pkg == "" {
+			return nil, fmt.Errorf("%s: configPath %q needs a package", f.Image, f.ConfigPath)
+		}
+		if err := noSymlinkBelow(pkg, f.ConfigPath); err != nil {
+			return nil, fmt.Errorf("%s: configPath: %w", f.Image, err)
+		}
+		b, err := os.ReadFile(filepath.Join(pkg, f.ConfigPath))
+		if err != nil {
+			return nil, fmt.Errorf("%s: missing function config %q: %w", f.Image, f.ConfigPath, err)
+		}
+		n, err := yaml.Parse(string(b))
+		if err != nil {
+			return nil, fmt.Errorf("%s: invalid function config %q: %w", f.Image, f.ConfigPath, err)
+		}
+		return n, nil
 	}
 	if f.ConfigMap == nil {
 		return nil, nil

@@ -245,3 +245,92 @@ func writePackage(t *testing.T, dir string, files map[string]string) {
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
 }
+
+// TestWriteStaysInPackage: what a render writes and prunes is the
+// package's files, as kpt names them, and nothing through a link.
+func TestWriteStaysInPackage(t *testing.T) {
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+	item := func(path string) string {
+		return "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\n    annotations:\n      internal.config.kubernetes.io/path: " + path + "\n"
+	}
+	t.Run("a path kpt cleans is the same file", func(t *testing.T) {
+		dir := t.TempDir()
+		writePackage(t, dir, map[string]string{"Kptfile": kptfile("p", "    - image: canned\n"), "a.yaml": cm})
+		_, err := kptrender.Render(context.Background(), dir, canned{item("./a.yaml")}, kptrender.Options{})
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(dir, "a.yaml"))
+		require.NoError(t, err, "written, not pruned")
+		assert.Equal(t, cm, string(got))
+	})
+	t.Run("not through a symbolic link", func(t *testing.T) {
+		dir, outside := t.TempDir(), t.TempDir()
+		writePackage(t, dir, map[string]string{"Kptfile": kptfile("p", "    - image: canned\n"), "a.yaml": cm})
+		require.NoError(t, os.Symlink(outside, filepath.Join(dir, "out")))
+		_, err := kptrender.Render(context.Background(), dir, canned{item("out/x.yaml")}, kptrender.Options{})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "symbolic link")
+		entries, err := os.ReadDir(outside)
+		require.NoError(t, err)
+		assert.Empty(t, entries, "nothing written outside the package")
+	})
+	t.Run("files of no rendered package are not pruned", func(t *testing.T) {
+		dir := t.TempDir()
+		writePackage(t, dir, map[string]string{
+			"Kptfile":        kptfile("p", "    - image: canned\n"),
+			"a.yaml":         cm,
+			".git/x/Kptfile": kptfile("x", ""),
+			".git/x/b.yaml":  cm,
+		})
+		_, err := kptrender.Render(context.Background(), dir, canned{item("a.yaml")}, kptrender.Options{})
+		require.NoError(t, err)
+		_, err = os.Stat(filepath.Join(dir, ".git/x/b.yaml"))
+		assert.NoError(t, err)
+	})
+}
+
+// TestValidatorConfigFromDisk: as kpt, a validator's configPath is the
+// file on disk, not the resource as the mutators left it.
+func TestValidatorConfigFromDisk(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile":  "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: p\npipeline:\n  mutators:\n    - image: renamer\n  validators:\n    - image: recorder\n      configPath: cfg.yaml\n",
+		"cfg.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: on-disk\n",
+	})
+	r := &recorder{}
+	ev := evaluators{"renamer": renamer{}, "recorder": r}
+	list, err := kptrender.Render(context.Background(), dir, ev, kptrender.Options{})
+	require.NoError(t, err)
+	require.Zero(t, list.ExitCode)
+	require.Len(t, r.calls, 1)
+	assert.Contains(t, r.calls[0], "config=on-disk:", "the validator's config as on disk")
+	assert.Contains(t, r.calls[0], " renamed", "the validator sees the mutated resources")
+}
+
+// evaluators sends each image to its own evaluator.
+type evaluators map[string]kptrender.Evaluator
+
+func (e evaluators) EvaluateFunction(ctx context.Context, in *pb.EvaluateFunctionRequest, opts ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	return e[in.GetImage()].EvaluateFunction(ctx, in, opts...)
+}
+
+// renamer renames every resource "renamed".
+type renamer struct{}
+
+func (renamer) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	items, err := (&kio.ByteReader{Reader: bytes.NewReader(in.GetResourceList())}).Read()
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if it.GetKind() != "Kptfile" {
+			if err := it.SetName("renamed"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rl, err := kptrender.BuildResourceList(items, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.EvaluateFunctionResponse{ResourceList: rl}, nil
+}

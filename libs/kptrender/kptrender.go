@@ -17,7 +17,10 @@
 // given); the Kptfiles among the resources; each function through kyaml's
 // function filter in a kio pipeline (comments and field order come back,
 // legacy and current path annotations are kept in step); kpt's checks of
-// what a function returns (KRM only, no two resources at one path).
+// what a function returns (KRM only, no two resources at one path) and of
+// a Kptfile (unknown fields, image with exec, configMap with configPath, a
+// configPath outside the package). Unlike kpt, nothing is written, read as
+// a config or pruned through a symbolic link.
 // Not supported: exec functions (an error).
 package kptrender
 
@@ -30,6 +33,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -516,11 +520,124 @@ func ReadKptfile(dir string) (*Kptfile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading Kptfile: %w", err)
 	}
+	n, err := yaml.Parse(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("parsing Kptfile: %w", err)
+	}
+	if err := checkKptfileFields(n); err != nil {
+		return nil, fmt.Errorf("Kptfile in %s: %w", dir, err)
+	}
 	var kf Kptfile
 	if err := yaml.Unmarshal(data, &kf); err != nil {
 		return nil, fmt.Errorf("parsing Kptfile: %w", err)
 	}
+	if n.GetApiVersion() != "kpt.dev/v1" || n.GetKind() != "Kptfile" {
+		return nil, fmt.Errorf("Kptfile in %s: apiVersion %q, kind %q: want kpt.dev/v1 Kptfile", dir, n.GetApiVersion(), n.GetKind())
+	}
+	for kind, fns := range map[string][]Function{"mutators": kf.Pipeline.Mutators, "validators": kf.Pipeline.Validators} {
+		for i, f := range fns {
+			if err := f.validate(); err != nil {
+				return nil, fmt.Errorf("Kptfile in %s: pipeline.%s[%d]: %w", dir, kind, i, err)
+			}
+		}
+	}
 	return &kf, nil
+}
+
+// The fields kpt's Kptfile type has at each level it decodes strictly (a
+// misspelt pipeline would otherwise run nothing, silently).
+var (
+	kptfileFields   = []string{"apiVersion", "kind", "metadata", "upstream", "upstreamLock", "info", "pipeline", "inventory", "status"}
+	pipelineFields  = []string{"mutators", "validators"}
+	functionFields  = []string{"image", "exec", "configPath", "configMap", "name", "selectors", "exclude"}
+	selectorFields  = []string{"apiVersion", "kind", "name", "namespace", "labels", "annotations"}
+	errUnknownField = errors.New("unknown field")
+)
+
+// checkKptfileFields refuses a field kpt's Kptfile type does not have, at
+// the top and in the pipeline.
+func checkKptfileFields(n *yaml.RNode) error {
+	known := func(n *yaml.RNode, where string, fields []string) error {
+		if n == nil || n.YNode().Kind != yaml.MappingNode {
+			return nil
+		}
+		keys, err := n.Fields()
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		for _, k := range keys {
+			if !slices.Contains(fields, k) {
+				return fmt.Errorf("%w %q in %s", errUnknownField, k, where)
+			}
+		}
+		return nil
+	}
+	if err := known(n, "the Kptfile", kptfileFields); err != nil {
+		return err
+	}
+	pl := n.Field("pipeline")
+	if pl == nil {
+		return nil
+	}
+	if err := known(pl.Value, "pipeline", pipelineFields); err != nil {
+		return err
+	}
+	for _, kind := range pipelineFields {
+		list := pl.Value.Field(kind)
+		if list == nil {
+			continue
+		}
+		fns, err := list.Value.Elements()
+		if err != nil {
+			return fmt.Errorf("pipeline.%s: %w", kind, err)
+		}
+		for i, f := range fns {
+			where := fmt.Sprintf("pipeline.%s[%d]", kind, i)
+			if err := known(f, where, functionFields); err != nil {
+				return err
+			}
+			for _, sel := range []string{"selectors", "exclude"} {
+				l := f.Field(sel)
+				if l == nil {
+					continue
+				}
+				items, err := l.Value.Elements()
+				if err != nil {
+					return fmt.Errorf("%s.%s: %w", where, sel, err)
+				}
+				for j, it := range items {
+					if err := known(it, fmt.Sprintf("%s.%s[%d]", where, sel, j), selectorFields); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validate is kpt's check of a pipeline function.
+func (f Function) validate() error {
+	switch {
+	case f.Image == "" && f.Exec == "":
+		return errors.New("must specify a function (`image` or `exec`) to execute")
+	case f.Image != "" && f.Exec != "":
+		return errors.New("must not specify both `image` and `exec` at the same time")
+	case len(f.ConfigMap) != 0 && f.ConfigPath != "":
+		return errors.New("functionConfig must not specify both `configMap` and `configPath` at the same time")
+	}
+	if f.ConfigPath != "" {
+		p := filepath.Clean(f.ConfigPath)
+		switch {
+		case strings.TrimSpace(f.ConfigPath) == "":
+			return errors.New("configPath must not be empty")
+		case filepath.IsAbs(p):
+			return fmt.Errorf("configPath %q must be relative", f.ConfigPath)
+		case strings.Contains(p, ".."):
+			return fmt.Errorf("configPath %q must not be outside the package", f.ConfigPath)
+		}
+	}
+	return nil
 }
 
 // runStep runs one step (a mutator or a validator) of the pipeline of the

@@ -334,3 +334,28 @@ func (renamer) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionReques
 	}
 	return &pb.EvaluateFunctionResponse{ResourceList: rl}, nil
 }
+
+// TestKptfileAsStrictAsKpt: a Kptfile kpt refuses is refused, not run as
+// something else.
+func TestKptfileAsStrictAsKpt(t *testing.T) {
+	head := "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: p\n"
+	for name, c := range map[string]struct{ kptfile, want string }{
+		"misspelt pipeline":        {head + "pipelin:\n  mutators:\n    - image: x\n", `unknown field "pipelin" in the Kptfile`},
+		"misspelt function field":  {head + "pipeline:\n  mutators:\n    - image: x\n      configmap: {a: b}\n", `unknown field "configmap" in pipeline.mutators[0]`},
+		"misspelt selector field":  {head + "pipeline:\n  mutators:\n    - image: x\n      selectors:\n        - kinds: Deployment\n", `unknown field "kinds" in pipeline.mutators[0].selectors[0]`},
+		"image and exec":           {head + "pipeline:\n  mutators:\n    - image: x\n      exec: ./x\n", "must not specify both `image` and `exec`"},
+		"configMap and configPath": {head + "pipeline:\n  validators:\n    - image: x\n      configPath: a.yaml\n      configMap: {a: b}\n", "must not specify both `configMap` and `configPath`"},
+		"configPath outside":       {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: ../../etc/a.yaml\n", "must not be outside the package"},
+		"configPath absolute":      {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: /etc/a.yaml\n", "must be relative"},
+		"not kpt.dev/v1":           {"apiVersion: kpt.dev/v1alpha1\nkind: Kptfile\nmetadata:\n  name: p\n", "want kpt.dev/v1 Kptfile"},
+		"a function with no image": {head + "pipeline:\n  mutators:\n    - configMap: {a: b}\n", "must specify a function"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writePackage(t, dir, map[string]string{"Kptfile": c.kptfile})
+			_, err := kptrender.Render(context.Background(), dir, canned{}, kptrender.Options{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/fnrunner/fnrunner/tests/testcerts"
 )
 
 // Environment is a running kube-apiserver with etcd behind it.
@@ -79,6 +81,10 @@ type Options struct {
 	// Address is the apiserver's serving address ("": 127.0.0.1), which
 	// the kubeconfig names too.
 	Address string
+	// ServingHosts, when set, are the names and addresses kube-apiserver's
+	// serving certificate is for (envtest's names localhost and the serving
+	// address only), e.g. the kubernetes Service's address for pods.
+	ServingHosts []string
 	// APIServerArgs set kube-apiserver flags (name without dashes → value;
 	// "" removes a flag envtest would set).
 	APIServerArgs map[string]string
@@ -109,6 +115,29 @@ func Start(t testing.TB, opts Options) *Environment {
 		_, port, _ := net.SplitHostPort(l.Addr().String())
 		l.Close()
 		api.SecureServing.ListenAddr = envtest.ListenAddr{Address: opts.Address, Port: port}
+	}
+	if len(opts.ServingHosts) > 0 {
+		// envtest keeps a serving certificate it finds in CertDir; its
+		// clients trust SecureServing.CA.
+		f := testcerts.GenerateFor(t, api.CertDir, "apiserver", opts.ServingHosts)
+		ca, err := os.ReadFile(f.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		api.SecureServing.CA = ca
+		// Finding a serving certificate, envtest makes none of the files
+		// it makes with it: the service account signing key and
+		// certificate (its names).
+		sa := testcerts.GenerateFor(t, t.TempDir(), "sa-signer", []string{"sa-signer"})
+		for from, to := range map[string]string{sa.Cert: "sa-signer.crt", sa.Key: "sa-signer.key"} {
+			b, err := os.ReadFile(from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(api.CertDir, to), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for k, v := range opts.APIServerArgs {
 		if v == "" {

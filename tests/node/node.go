@@ -55,6 +55,9 @@ import (
 const (
 	PodCIDR     = "10.198.0.0/16"
 	ServiceCIDR = "10.197.0.0/16"
+	// ServiceAPIAddress is the kubernetes Service's address, the first of
+	// ServiceCIDR.
+	ServiceAPIAddress = "10.197.0.1"
 	// ClusterDomain is the kubelet's --cluster-domain.
 	ClusterDomain = "cluster.local"
 )
@@ -157,6 +160,8 @@ func Start(t *testing.T) *Node {
 	}
 	n.Kube = kubetest.Start(t, kubetest.Options{
 		Address: n.HostIP,
+		// Pods reach kube-apiserver through the kubernetes Service.
+		ServingHosts: []string{n.HostIP, ServiceAPIAddress, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost", "127.0.0.1"},
 		APIServerArgs: map[string]string{
 			"advertise-address":         n.HostIP,
 			"service-cluster-ip-range":  ServiceCIDR,
@@ -168,6 +173,12 @@ func Start(t *testing.T) *Node {
 	// Registered after the control plane's: the node stops first, so that
 	// kube-apiserver is not stopped with the node's watches open.
 	t.Cleanup(n.stop)
+	dnsConn, err := listenInNetns(filepath.Join("/run/netns", n.netns), net.JoinHostPort(n.NodeIP, "53"))
+	if err != nil {
+		t.Fatalf("cluster DNS: %v", err)
+	}
+	t.Cleanup(func() { _ = dnsConn.Close() })
+	go (&clusterDNS{c: n.Kube.Client, domain: ClusterDomain, conn: dnsConn}).serve()
 	if n.Registry, err = n.registry(t); err != nil {
 		t.Fatalf("registry: %v", err)
 	}
@@ -550,6 +561,7 @@ func (n *Node) writeContainerdConfig(root, pauseImage, sock string) error {
   "type": "bridge",
   "bridge": "cni0",
   "isGateway": true,
+  "isDefaultGateway": true,
   "ipMasq": true,
   "hairpinMode": true,
   "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
@@ -613,6 +625,7 @@ failSwapOn: false
 containerRuntimeEndpoint: unix://%[3]s
 imageServiceEndpoint: unix://%[3]s
 clusterDomain: %[4]s
+clusterDNS: [%[1]s]
 resolvConf: ""
 staticPodPath: ""
 registerNode: true

@@ -26,6 +26,21 @@ type Files struct {
 // server and client certificate) into dir.
 func Generate(t testing.TB, dir, name string) Files {
 	t.Helper()
+	return GenerateFor(t, dir, name, []string{"localhost", "127.0.0.1"})
+}
+
+// GenerateFor is Generate for the given host names and IP addresses.
+func GenerateFor(t testing.TB, dir, name string, hosts []string) Files {
+	t.Helper()
+	var dnsNames []string
+	var ips []net.IP
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dnsNames = append(dnsNames, h)
+		}
+	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +65,8 @@ func Generate(t testing.TB, dir, name string) Files {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -1,0 +1,217 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/node"
+)
+
+// namespace is deploy/base's.
+const namespace = "porch-fn-system"
+
+// TestDeployLocalOverlay: deploy/overlays/local applied as a user would
+// (the images pushed by tools/release, the release path, to the node's
+// registry and pinned by digest), every workload becomes ready under real
+// probes, RBAC and Services, and a call through the gateway's Service
+// (kube-proxy) reaches the binary-runner and the function.
+func TestDeployLocalOverlay(t *testing.T) {
+	n := node.Start(t)
+	ctx := context.Background()
+
+	// The release path: push every image, write an overlay over
+	// deploy/overlays/local pinning them.
+	overlay := t.TempDir()
+	local, err := filepath.Abs(harness.Runfile(t, "deploy/overlays/local"))
+	require.NoError(t, err)
+	// kustomize takes a base by a relative path only.
+	base, err := filepath.Rel(overlay, local)
+	require.NoError(t, err)
+	args := []string{"--repository", n.Registry + "/fnrunner", "--tag", "node", "--insecure", "--overlay", overlay, "--base", base}
+	for _, kv := range strings.Fields(os.Getenv("FNRUNNER_RELEASE_IMAGES")) {
+		name, path, _ := strings.Cut(kv, "=")
+		args = append(args, "--image", name+"="+harness.Runfile(t, path))
+	}
+	out, err := exec.Command(harness.Binary(t, "FNRUNNER_RELEASE"), args...).CombinedOutput()
+	require.NoError(t, err, "tools/release: %s", out)
+
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsNone // runfiles are links into the tree
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), overlay)
+	require.NoError(t, err, "kustomize build of the release overlay")
+	var objs []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		data, err := r.MarshalJSON()
+		require.NoError(t, err)
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(data))
+		objs = append(objs, u)
+	}
+	apply(t, n.Kube.Client, objs)
+
+	var workloads []string
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" || o.GetKind() == "StatefulSet" {
+			workloads = append(workloads, o.GetKind()+"/"+o.GetName())
+		}
+	}
+	sort.Strings(workloads)
+	require.NotEmpty(t, workloads)
+	err = harness.Poll(4*time.Minute, time.Second, func() error {
+		for _, w := range workloads {
+			kind, name, _ := strings.Cut(w, "/")
+			if err := ready(ctx, n.Kube.Client, kind, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err, "workloads not ready\n%s", podReport(ctx, n.Kube.Client))
+
+	// The gateway's Service, reached as porch-server would reach it but
+	// from outside the node: a NodePort on the node's address, through
+	// kube-proxy's rules.
+	var gw corev1.Service
+	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-gateway"}, &gw))
+	np := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "gateway-from-test"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: gw.Spec.Selector,
+			Ports:    []corev1.ServicePort{{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)}},
+		},
+	}
+	require.NoError(t, n.Kube.Client.Create(ctx, np))
+	addr := fmt.Sprintf("%s:%d", n.NodeIP, np.Spec.Ports[0].NodePort)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	rl := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n    namespace: on-a-node\n"
+	var resp *pb.EvaluateFunctionResponse
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		var err error
+		resp, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(rl)})
+		return err
+	})
+	require.NoError(t, err, "a call through the gateway's NodePort\n%s", podReport(ctx, n.Kube.Client))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+}
+
+// apply applies objs server-side: the CRDs and the namespace first, the
+// rest once the CRDs serve.
+func apply(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	first := func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "Namespace"
+	}
+	for _, pass := range []bool{true, false} {
+		for _, o := range objs {
+			if first(o) != pass {
+				continue
+			}
+			err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("fnrunner-node-test"), client.ForceOwnership)
+			require.NoError(t, err, "apply %s %s", o.GetKind(), o.GetName())
+		}
+		if !pass {
+			continue
+		}
+		err := harness.Poll(time.Minute, 100*time.Millisecond, func() error {
+			var crds apiextensionsv1.CustomResourceDefinitionList
+			if err := c.List(ctx, &crds); err != nil {
+				return err
+			}
+			for _, crd := range crds.Items {
+				established := false
+				for _, cond := range crd.Status.Conditions {
+					established = established || (cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue)
+				}
+				if !established {
+					return fmt.Errorf("CRD %s not established", crd.Name)
+				}
+			}
+			return nil
+		})
+		require.NoError(t, err)
+	}
+}
+
+// ready says why a Deployment or StatefulSet is not ready yet.
+func ready(ctx context.Context, c client.Client, kind, name string) error {
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	switch kind {
+	case "Deployment":
+		var d appsv1.Deployment
+		if err := c.Get(ctx, key, &d); err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas < 1 {
+			return fmt.Errorf("deployment %s: %d available", name, d.Status.AvailableReplicas)
+		}
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		if err := c.Get(ctx, key, &s); err != nil {
+			return err
+		}
+		if s.Status.ReadyReplicas < 1 {
+			return fmt.Errorf("statefulset %s: %d ready", name, s.Status.ReadyReplicas)
+		}
+	}
+	return nil
+}
+
+// podReport lists the namespace's pods and their containers' states, for
+// a failure message.
+func podReport(ctx context.Context, c client.Client) string {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s: %s", p.Name, p.Status.Phase)
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue {
+				fmt.Fprintf(&b, " %s=%s(%s)", cond.Type, cond.Status, cond.Message)
+			}
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, " [%s ready=%v restarts=%d", cs.Name, cs.Ready, cs.RestartCount)
+			if w := cs.State.Waiting; w != nil {
+				fmt.Fprintf(&b, " waiting %s: %s", w.Reason, w.Message)
+			}
+			if l := cs.LastTerminationState.Terminated; l != nil {
+				fmt.Fprintf(&b, " last exit %d %s: %s", l.ExitCode, l.Reason, l.Message)
+			}
+			b.WriteString("]")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

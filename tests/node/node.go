@@ -1,8 +1,8 @@
 // Package node runs a real Kubernetes node for tests, on this machine: etcd
 // and kube-apiserver (envtest's), kube-controller-manager, kube-scheduler,
-// kubelet and kube-proxy built from the Go module proxy, and Debian's
-// containerd, runc, CNI plugins and iptables unpacked into a private
-// directory (never installed).
+// kubelet, kube-proxy and CoreDNS (the cluster DNS) built from the Go module
+// proxy, and Debian's containerd, runc, CNI plugins and iptables unpacked
+// into a private directory (never installed).
 //
 // Everything the node does happens in namespaces the test creates and
 // removes: one network namespace holds the node's processes, its bridge, its
@@ -110,7 +110,7 @@ func Start(t *testing.T) *Node {
 		t.Fatal("tests/node needs root (network, mount and cgroup namespaces, containerd): run as root, or leave it out with --test_tag_filters=-node")
 	}
 	bins := map[string]string{}
-	for _, b := range []string{"KUBELET", "KUBE_PROXY", "KUBE_SCHEDULER", "KUBE_CONTROLLER_MANAGER", "NODE_PAUSE"} {
+	for _, b := range []string{"KUBELET", "KUBE_PROXY", "KUBE_SCHEDULER", "KUBE_CONTROLLER_MANAGER", "COREDNS", "NODE_PAUSE"} {
 		bins[b] = harness.Binary(t, "FNRUNNER_"+b)
 	}
 	// FNRUNNER_NODE_ROOT names usr/bin/containerd of the unpacked packages.
@@ -173,12 +173,6 @@ func Start(t *testing.T) *Node {
 	// Registered after the control plane's: the node stops first, so that
 	// kube-apiserver is not stopped with the node's watches open.
 	t.Cleanup(n.stop)
-	dnsConn, err := listenInNetns(filepath.Join("/run/netns", n.netns), net.JoinHostPort(n.NodeIP, "53"))
-	if err != nil {
-		t.Fatalf("cluster DNS: %v", err)
-	}
-	t.Cleanup(func() { _ = dnsConn.Close() })
-	go (&clusterDNS{c: n.Kube.Client, domain: ClusterDomain, conn: dnsConn}).serve()
 	if n.Registry, err = n.registry(t); err != nil {
 		t.Fatalf("registry: %v", err)
 	}
@@ -215,6 +209,9 @@ func Start(t *testing.T) *Node {
 			"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--root-ca-file=" + ca, "--controllers=*,-serviceaccount-token,-csrsigning,-csrapproving,-nodeipam",
 			"--bind-address=" + n.NodeIP, "--use-service-account-credentials=false", "--cluster-name=" + n.id,
 			"--flex-volume-plugin-dir=" + filepath.Join(dir, "volume-plugins")}},
+		// The cluster DNS, on the node's address: Services and their
+		// endpoints only (no forward: nothing outside the node is asked).
+		{"coredns", []string{bins["COREDNS"], "-conf", filepath.Join(dir, "Corefile")}},
 		{"kube-scheduler", []string{bins["KUBE_SCHEDULER"], "--kubeconfig=" + kubeconfig, "--leader-elect=false", "--bind-address=" + n.NodeIP}},
 		{"kubelet", []string{bins["KUBELET"], "--config=" + filepath.Join(dir, "kubelet.yaml"), "--kubeconfig=" + kubeconfig,
 			"--hostname-override=" + n.Name, "--node-ip=" + n.NodeIP, "--root-dir=" + filepath.Join(dir, "kubelet"),
@@ -222,6 +219,10 @@ func Start(t *testing.T) *Node {
 		{"kube-proxy", []string{bins["KUBE_PROXY"], "--config=" + filepath.Join(dir, "kube-proxy.yaml")}},
 	}
 	if err := n.writeKubeletConfig(sock); err != nil {
+		t.Fatal(err)
+	}
+	corefile := fmt.Sprintf(".:53 {\n    bind %s\n    errors\n    kubernetes %s {\n        kubeconfig %s\n    }\n}\n", n.NodeIP, ClusterDomain, kubeconfig)
+	if err := os.WriteFile(filepath.Join(dir, "Corefile"), []byte(corefile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.makeCgroups(); err != nil {

@@ -49,6 +49,9 @@ def fnrunner_dependencies():
         kubernetes_version = KUBERNETES_VERSION,
         go_mod = Label("//tools/envtest:node.go.mod"),
         go_sum = Label("//tools/envtest:node.go.sum"),
+        # The node's cluster DNS.
+        coredns_go_mod = Label("//tools/envtest:coredns.go.mod"),
+        coredns_go_sum = Label("//tools/envtest:coredns.go.sum"),
     )
 
     # tests/node's container runtime, CNI plugins and iptables: Debian 12's

@@ -2,10 +2,11 @@
 
 node_binaries: kubelet, kube-proxy, kube-scheduler and kube-controller-manager
 built from the Go module proxy, from the same Kubernetes release as envtest's
-kube-apiserver (a wrapper module checked in as tools/node/node.go.mod and
-node.go.sum; `go build -mod=readonly` checks every module against that
-go.sum). Built once per machine into the fnrunner cache (about 15 minutes on
-2 cores), keyed by the module files and the Go version.
+kube-apiserver (the wrapper module tools/envtest/node.go.mod and node.go.sum;
+`go build -mod=readonly` checks every module against that go.sum), and
+CoreDNS, the node's cluster DNS (tools/envtest/coredns.go.mod and .go.sum).
+Built once per machine into the fnrunner cache (about 15 minutes on 2
+cores), keyed by the module files and the Go version.
 
 node_packages: Debian's containerd, runc, CNI plugins, iptables and conntrack
 (and the libraries iptables needs), fetched with `apt-get download` at pinned
@@ -34,8 +35,10 @@ def _version_ldflags(version):
 def _node_binaries_impl(rctx):
     go_mod = rctx.read(rctx.attr.go_mod)
     go_sum = rctx.read(rctx.attr.go_sum)
+    coredns_mod = rctx.read(rctx.attr.coredns_go_mod)
+    coredns_sum = rctx.read(rctx.attr.coredns_go_sum)
     goversion = execute(rctx, [host_go(rctx), "env", "GOVERSION"], "go env GOVERSION").stdout.strip()
-    key = sha256_of(rctx, [go_mod, go_sum, goversion, rctx.attr.kubernetes_version])
+    key = sha256_of(rctx, [go_mod, go_sum, coredns_mod, coredns_sum, goversion, rctx.attr.kubernetes_version])
     cached = "%s/node/k8s-%s-%s" % (fnrunner_cache_dir(rctx), rctx.attr.kubernetes_version, key)
     if not rctx.path(cached + "/.built").exists:
         work = "_work"
@@ -55,30 +58,46 @@ def _node_binaries_impl(rctx):
                 environment = go_env(rctx),
                 timeout = 3600,
             )
+        rctx.delete(work)
+        work = "_work_coredns"
+        rctx.file(work + "/go.mod", coredns_mod)
+        rctx.file(work + "/go.sum", coredns_sum)
+        verified_download(rctx, work, coredns_sum)
+        rctx.report_progress("building coredns (once per machine; minutes on 2 cores)")
+        execute(
+            rctx,
+            [host_go(rctx), "build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/coredns", "github.com/coredns/coredns"],
+            "build coredns",
+            working_directory = work,
+            environment = go_env(rctx),
+            timeout = 3600,
+        )
+        rctx.delete(work)
         execute(rctx, ["touch", tmp + "/.built"], "stamp")
         res = rctx.execute(["mv", "-T", tmp, cached])
         if res.return_code != 0:
             execute(rctx, ["rm", "-rf", tmp], "clean")
-        rctx.delete(work)
 
     # Copies, not links: the test data must not change under Bazel if the cache is cleaned.
     execute(rctx, ["mkdir", "-p", "bin"], "mkdir bin")
-    for cmd in _COMMANDS:
+    for cmd in _COMMANDS + ["coredns"]:
         execute(rctx, ["cp", cached + "/" + cmd, "bin/" + cmd], "copy " + cmd)
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
-# kubelet, kube-proxy, kube-scheduler and kube-controller-manager %s.
+# kubelet, kube-proxy, kube-scheduler and kube-controller-manager %s; coredns.
 exports_files([%s])
-""" % (rctx.attr.kubernetes_version, ", ".join(['"bin/%s"' % c for c in _COMMANDS])))
+""" % (rctx.attr.kubernetes_version, ", ".join(['"bin/%s"' % c for c in _COMMANDS + ["coredns"]])))
 
 node_binaries = repository_rule(
     implementation = _node_binaries_impl,
-    doc = "kubelet, kube-proxy, kube-scheduler and kube-controller-manager built from the Go module proxy, cached per machine.",
+    doc = "kubelet, kube-proxy, kube-scheduler, kube-controller-manager and coredns built from the Go module proxy, cached per machine.",
     attrs = {
         "kubernetes_version": attr.string(mandatory = True),
         "go_mod": attr.label(mandatory = True, allow_single_file = True),
         "go_sum": attr.label(mandatory = True, allow_single_file = True),
+        "coredns_go_mod": attr.label(mandatory = True, allow_single_file = True),
+        "coredns_go_sum": attr.label(mandatory = True, allow_single_file = True),
     },
     environ = ENV_PASSTHROUGH,
 )

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
@@ -32,7 +34,7 @@ const maxConfigBytes = 256 << 10
 // referrers on the resource referred to, a list it copies to add one).
 const (
 	budgetSlack = 8 << 20
-	nodeBytes   = 200
+	nodeBytes   = treesize.NodeBytes
 	setBytes    = 512
 	sieveBytes  = 1 << 10
 	refByBytes  = 128
@@ -62,19 +64,6 @@ func (b *budget) spend(n int) error {
 func pathBytes(path string) int {
 	steps := strings.Count(path, "/") + 1
 	return (1+steps)<<10 + 16*steps*steps
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
-	return size
 }
 
 // textBytes is the size of the tree under n as YAML, roughly: its text and

@@ -38,6 +38,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 var _ fn.ResourceListProcessorFunc = Run
@@ -93,7 +95,7 @@ func readResources(items fn.KubeObjects) (resources []*resource.Resource, input 
 	nodes := make([]*yaml.RNode, len(items))
 	for i, o := range items {
 		nodes[i] = o.CopyToResourceNode()
-		input += treeBytes(nodes[i].YNode())
+		input += treesize.Bytes(nodes[i].YNode())
 	}
 	rf := resource.NewFactory(&hasher.Hasher{})
 	rf.IncludeLocalConfigs = true

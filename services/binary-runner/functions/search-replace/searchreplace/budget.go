@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
@@ -99,7 +101,7 @@ func alternatives(glob string) int {
 // which admits it by its input's size.
 const (
 	budgetSlack  = 8 << 20
-	nodeBytes    = 200
+	nodeBytes    = treesize.NodeBytes
 	matchBytes   = 512
 	encodeBytes  = 8 << 10
 	encodeFactor = 16
@@ -122,19 +124,6 @@ func (b *budget) spend(n int) error {
 		return fmt.Errorf("%w: matches and values exceed %d bytes (%d MiB and half the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
 	}
 	return nil
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
-	return size
 }
 
 // quickText is scalar n as YAML, without the spaces around it, as

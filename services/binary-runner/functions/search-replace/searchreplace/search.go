@@ -10,6 +10,8 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // Match is one field a search matched (and, with a mutator, changed).
@@ -299,7 +301,7 @@ func (w *walk) commentLists(n *yaml.Node) error {
 		}
 		key.LineComment = w.PutComment
 		// The list as YAML text, once for each list it is in.
-		if err := w.budget.spend(encodeBytes + encodeFactor*treeBytes(value)); err != nil {
+		if err := w.budget.spend(encodeBytes + encodeFactor*treesize.Bytes(value)); err != nil {
 			return err
 		}
 		list, err := flowString(value)
@@ -356,7 +358,7 @@ func (w *walk) text(n *yaml.Node) (string, error) {
 	if s, ok := quickText(n); ok {
 		return s, nil
 	}
-	if err := w.budget.spend(encodeBytes + encodeFactor*treeBytes(n)); err != nil {
+	if err := w.budget.spend(encodeBytes + encodeFactor*treesize.Bytes(n)); err != nil {
 		return "", err
 	}
 	s, err := yaml.String(n)

@@ -51,6 +51,8 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // Run is the search-replace function as a fn.ResourceListProcessorFunc. It
@@ -84,7 +86,7 @@ func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
 	input := 0
 	for i, obj := range items {
 		nodes[i] = obj.CopyToResourceNode()
-		input += treeBytes(nodes[i].YNode())
+		input += treesize.Bytes(nodes[i].YNode())
 	}
 	b := newBudget(input)
 	for _, node := range nodes {

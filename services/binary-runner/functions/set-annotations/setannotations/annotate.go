@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // annotate sets annos at fields on items, read as kustomize resources,
@@ -25,7 +27,7 @@ func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlic
 	input := 0
 	for _, o := range items {
 		n := o.CopyToResourceNode()
-		input += treeBytes(n.YNode())
+		input += treesize.Bytes(n.YNode())
 		nodes = append(nodes, n)
 	}
 	resources, err := readResources(nodes)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
@@ -31,7 +33,7 @@ const (
 // in the results too) and its field's path.
 const (
 	budgetSlack = 8 << 20
-	nodeBytes   = 200
+	nodeBytes   = treesize.NodeBytes
 	setBytes    = 512
 )
 
@@ -59,19 +61,6 @@ func (b *budget) spend(n int) error {
 		return fmt.Errorf("%w: annotations to set exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
 	}
 	return nil
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
-	return size
 }
 
 // textBytes is the size of the tree under n as YAML, roughly: its text and

@@ -7,6 +7,8 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
@@ -56,7 +58,7 @@ func nameLimits(name string) error {
 // for each byte of their YAML, a node being nodeBytes).
 const (
 	budgetSlack = 8 << 20
-	nodeBytes   = 200
+	nodeBytes   = treesize.NodeBytes
 	// fieldPairBytes and itemPairBytes are what the order sync costs for
 	// each field of a map and field before it, and the comment copy for
 	// each item of a list and item before it.
@@ -127,19 +129,6 @@ func hasComments(n *yaml.Node) bool {
 		}
 	}
 	return false
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
-	return size
 }
 
 // instructions is about the size of re compiled, without compiling it

@@ -54,6 +54,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/order"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // summaryFormat is the message of the result that ends every successful run.
@@ -101,7 +103,7 @@ func run(rl *fn.ResourceList) (fn.Results, *failure) {
 		originals = make([]*yaml.RNode, len(rl.Items))
 		for i, obj := range rl.Items {
 			originals[i] = obj.CopyToResourceNode()
-			input += treeBytes(originals[i].YNode())
+			input += treesize.Bytes(originals[i].YNode())
 		}
 	}
 	total := 0

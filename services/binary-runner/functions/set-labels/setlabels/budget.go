@@ -5,7 +5,8 @@ import (
 	"fmt"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
@@ -24,7 +25,7 @@ const maxLabels = 1024
 // runs in the binary-runner's process, which admits it by its input's size.
 const (
 	budgetSlack = 8 << 20
-	nodeBytes   = 200
+	nodeBytes   = treesize.NodeBytes
 	visitBytes  = 128
 )
 
@@ -56,25 +57,12 @@ func inputBytes(rl *fn.ResourceList) int {
 			return
 		}
 		n := o.MoveToResourceNode()
-		size += treeBytes(n.YNode())
+		size += treesize.Bytes(n.YNode())
 		*o = *fn.MoveToKubeObject(n)
 	}
 	for _, o := range rl.Items {
 		measure(o)
 	}
 	measure(rl.FunctionConfig)
-	return size
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
 	return size
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"sigs.k8s.io/kustomize/kyaml/yaml"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // ErrTooLarge is returned for a run that would copy more than its input
@@ -18,7 +18,7 @@ var ErrTooLarge = errors.New("output too large for the input")
 // in the binary-runner's process, which admits it by its input's size.
 const (
 	budgetSlack = 8 << 20
-	nodeBytes   = 200
+	nodeBytes   = treesize.NodeBytes
 )
 
 // budget counts what a run adds against its limit.
@@ -38,17 +38,4 @@ func (b *budget) spend(n int) error {
 		return fmt.Errorf("%w: copies of the resources to upsert exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
 	}
 	return nil
-}
-
-// treeBytes is the memory of the tree under n, roughly: nodeBytes a node
-// and its text.
-func treeBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := nodeBytes + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += treeBytes(c)
-	}
-	return size
 }

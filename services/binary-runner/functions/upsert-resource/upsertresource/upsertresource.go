@@ -31,6 +31,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // TargetPathAnnotation, on a resource to upsert, names the package file it
@@ -70,7 +72,7 @@ func run(rl *fn.ResourceList) error {
 	}
 	input := 0
 	for _, in := range inputs {
-		input += treeBytes(in.YNode())
+		input += treesize.Bytes(in.YNode())
 	}
 	// The items' nodes are taken, not copied: upserts replace and add
 	// items, never change one, so that on failure the items are put back
@@ -78,7 +80,7 @@ func run(rl *fn.ResourceList) error {
 	items := make([]*yaml.RNode, len(rl.Items))
 	for i, o := range rl.Items {
 		items[i] = o.MoveToResourceNode()
-		input += treeBytes(items[i].YNode())
+		input += treesize.Bytes(items[i].YNode())
 	}
 	p := newPackage(slices.Clone(items), newBudget(input))
 	for _, in := range inputs {
@@ -181,7 +183,7 @@ func (p *pkg) add(i int) {
 func (p *pkg) upsert(in *yaml.RNode) error {
 	id := identityOf(in)
 	target := in.GetAnnotations()[TargetPathAnnotation]
-	size := treeBytes(in.YNode())
+	size := treesize.Bytes(in.YNode())
 	replaced := false
 	for _, it := range p.byID[id] {
 		if target != "" && it.path != target {

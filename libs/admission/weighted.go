@@ -3,9 +3,12 @@ package admission
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // Weighted admits calls by weight: an estimate of the memory a call needs
@@ -20,6 +23,7 @@ type Weighted struct {
 	queue    int64
 	waiting  atomic.Int64
 	inFlight atomic.Int64
+	wait     prometheus.Histogram
 }
 
 // NewWeighted returns a limiter of capacity (weight units, e.g. bytes) with
@@ -28,23 +32,29 @@ func NewWeighted(capacity int64, queue int) *Weighted {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Weighted{sem: semaphore.NewWeighted(capacity), capacity: capacity, queue: int64(max(queue, 0))}
+	return &Weighted{sem: semaphore.NewWeighted(capacity), capacity: capacity, queue: int64(max(queue, 0)), wait: newWaitHistogram()}
 }
 
 // Acquire admits a call of weight, waiting as described on Weighted. The
 // returned release must be called exactly once.
 func (w *Weighted) Acquire(ctx context.Context, weight int64) (release func(), err error) {
+	_, span := telemetry.Start(ctx, spanName, telemetry.AttrWeight.Int64(weight))
+	defer func() { telemetry.End(span, err) }()
 	weight = min(max(weight, 1), w.capacity)
-	if !w.sem.TryAcquire(weight) {
+	if w.sem.TryAcquire(weight) {
+		w.wait.Observe(0)
+	} else {
 		if w.waiting.Add(1) > w.queue {
 			w.waiting.Add(-1)
 			return nil, ErrQueueFull
 		}
+		start := time.Now()
 		err := w.sem.Acquire(ctx, weight)
 		w.waiting.Add(-1)
 		if err != nil {
 			return nil, err
 		}
+		waited(w.wait, start)
 	}
 	w.inFlight.Add(weight)
 	var once atomic.Bool
@@ -66,7 +76,8 @@ func (w *Weighted) Queued() int64 { return w.waiting.Load() }
 func (w *Weighted) Capacity() int64 { return w.capacity }
 
 // Collectors export the limiter's state: fnrunner_admission_in_flight_weight,
-// fnrunner_admission_capacity_weight and fnrunner_admission_queued_calls.
+// fnrunner_admission_capacity_weight and fnrunner_admission_queued_calls,
+// and how long admitted calls waited: fnrunner_admission_wait_seconds.
 func (w *Weighted) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -81,5 +92,6 @@ func (w *Weighted) Collectors() []prometheus.Collector {
 			Name: "fnrunner_admission_queued_calls",
 			Help: "Calls waiting for room to run.",
 		}, func() float64 { return float64(w.Queued()) }),
+		w.wait,
 	}
 }

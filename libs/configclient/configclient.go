@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/fnrunner/fnrunner/libs/executortable"
@@ -29,8 +30,10 @@ type Client struct {
 	stream     configpb.ExecutorConfigClient
 	subscriber string
 	tables     atomic.Pointer[executortable.Tables]
-	ready      chan struct{}
-	readyOnce  sync.Once
+	// updated is when the newest table arrived (unix nanoseconds).
+	updated   atomic.Int64
+	ready     chan struct{}
+	readyOnce sync.Once
 	// mu guards changed, which is closed and replaced whenever tables
 	// changes.
 	mu      sync.Mutex
@@ -152,6 +155,41 @@ func (c *Client) store(t *executortable.Tables) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.tables.Store(t)
+	c.updated.Store(time.Now().UnixNano())
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// FunctionName names image for metrics as the newest table does
+// (executortable.Tables.FunctionName); false before the first table and for
+// images it does not run. It implements evalmetrics.Namer.
+func (c *Client) FunctionName(image string) (string, bool) {
+	return c.tables.Load().FunctionNameOf(image)
+}
+
+// Collectors are the table's metrics: its version and when it arrived
+// (fnrunner_executor_table_version and
+// fnrunner_executor_table_last_update_timestamp_seconds, both 0 before the
+// first table).
+func (c *Client) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_executor_table_version",
+			Help: "Version of the executor table in use (0: none yet).",
+		}, func() float64 {
+			if t := c.tables.Load(); t != nil {
+				return float64(t.Version)
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_executor_table_last_update_timestamp_seconds",
+			Help: "When the executor table in use arrived, in Unix seconds (0: none yet); its age is time() minus this.",
+		}, func() float64 {
+			if n := c.updated.Load(); n != 0 {
+				return float64(n) / 1e9
+			}
+			return 0
+		}),
+	}
 }

@@ -3,12 +3,16 @@ package configclient
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 )
@@ -43,4 +47,52 @@ func TestCurrentSignalsNewTables(t *testing.T) {
 		t.Fatal("the new channel is closed without a newer table")
 	default:
 	}
+}
+
+func TestTableMetrics(t *testing.T) {
+	c := New(slog.New(slog.DiscardHandler), nil, "test")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c.Collectors()...)
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP fnrunner_executor_table_version Version of the executor table in use (0: none yet).
+# TYPE fnrunner_executor_table_version gauge
+fnrunner_executor_table_version 0
+# HELP fnrunner_executor_table_last_update_timestamp_seconds When the executor table in use arrived, in Unix seconds (0: none yet); its age is time() minus this.
+# TYPE fnrunner_executor_table_last_update_timestamp_seconds gauge
+fnrunner_executor_table_last_update_timestamp_seconds 0
+`)), "before the first table")
+
+	before := float64(time.Now().UnixNano()) / 1e9
+	c.store(executortable.Build(&configpb.Snapshot{Version: 7}))
+	got := gauges(t, reg)
+	assert.Equal(t, 7.0, got["fnrunner_executor_table_version"])
+	assert.GreaterOrEqual(t, got["fnrunner_executor_table_last_update_timestamp_seconds"], before)
+	assert.InDelta(t, before, got["fnrunner_executor_table_last_update_timestamp_seconds"], 5)
+}
+
+var _ evalmetrics.Namer = (*Client)(nil)
+
+func TestFunctionName(t *testing.T) {
+	c := New(slog.New(slog.DiscardHandler), nil, "test")
+	_, ok := c.FunctionName("fn:v1")
+	assert.False(t, ok, "named before any table")
+	c.store(executortable.Build(&configpb.Snapshot{DefaultImagePrefix: "example.com", Functions: []*configpb.FunctionConfig{{
+		Namespace: "ns", Name: "fn", Image: "fn", Go: &configpb.GoExecutor{Tags: []string{"v1"}},
+	}}}))
+	got, ok := c.FunctionName("fn:v1")
+	assert.True(t, ok)
+	assert.Equal(t, "example.com/fn:v1", got)
+	_, ok = c.FunctionName("fn:v2")
+	assert.False(t, ok, "a tag the table does not claim")
+}
+
+// gauges are the values of the unlabelled gauges reg gathers, by name.
+func gauges(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		out[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	return out
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // Defaults for Options.
@@ -106,7 +107,21 @@ type Binary struct {
 // Run runs the binary with input on its stdin, written to the pipe from
 // input's buffers without a copy; see the package function Run.
 func (b *Binary) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error) {
-	return Run(ctx, b.Argv, evalwire.NewReader(input), b.Options)
+	ctx, span := telemetry.Start(ctx, "function", telemetry.AttrBytesIn.Int(input.Len()))
+	if l, ok := b.Options.Sandbox.(layered); ok {
+		span.SetAttributes(telemetry.AttrSandboxLayers.StringSlice(l.LayerNames()))
+	}
+	res, err := Run(ctx, b.Argv, evalwire.NewReader(input), b.Options)
+	if res != nil {
+		span.SetAttributes(telemetry.AttrExitCode.Int(res.ExitCode), telemetry.AttrBytesOut.Int(res.ResourceList.Len()))
+	}
+	span.End()
+	return res, err
+}
+
+// layered is a Wrapper that names the sandbox layers it applies.
+type layered interface {
+	LayerNames() []string
 }
 
 // Run runs argv with stdin as its standard input (an io.WriterTo, like

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // Flags are the flags every fnrunner service has.
@@ -37,9 +39,11 @@ func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.Var(logLevel{&f.LogLevel}, "log-level", "Log level: DEBUG, INFO, WARN or ERROR, or porch's 0-5 (0 ERROR, 1 WARN, 2 INFO, 3-5 DEBUG).")
 }
 
-// Logger returns the service's structured (JSON) logger.
+// Logger returns the service's structured (JSON) logger. A line logged with
+// a call's context carries the call's request id and trace
+// (telemetry.LogHandler).
 func (f *Flags) Logger(w io.Writer, service string) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.LogLevel})).With("service", service)
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: f.LogLevel}))).With("service", service)
 }
 
 // Usage sets a usage text that explains the command, then every flag.

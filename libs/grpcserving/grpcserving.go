@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // LivenessService is the gRPC health service name for liveness probes: it is
@@ -52,6 +54,9 @@ type Config struct {
 	// Gatherers are served on /metrics beside the service's own registry
 	// (e.g. controller-runtime's).
 	Gatherers []prometheus.Gatherer
+	// Telemetry continues callers' traces, exports OpenTelemetry metrics
+	// and gives each call a request id (nil: request ids only).
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is a gRPC server with health and metrics, not yet serving.
@@ -74,8 +79,9 @@ func New(log *slog.Logger, cfg Config) *Server {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
-		grpc.ChainUnaryInterceptor(m.unary, defaultDeadline(cfg.MaxCallDuration)),
+		grpc.ChainUnaryInterceptor(telemetry.UnaryServerInterceptor, m.unary, callLog(log), defaultDeadline(cfg.MaxCallDuration)),
 	}
+	opts = append(opts, cfg.Telemetry.ServerOptions()...)
 	if cfg.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams))
 	}
@@ -169,7 +175,7 @@ func listen(host string, port int) (net.Listener, error) {
 // reports NOT_SERVING, stops accepting calls, and waits up to DrainTimeout for
 // in-flight calls before cancelling them. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	errc := make(chan error, 2)
+	errc := make(chan error, 3) // gRPC and up to two metrics servers
 	go func() {
 		s.log.Info("serving gRPC", "address", lis.Addr().String())
 		if err := s.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -177,20 +183,22 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		}
 	}()
 
-	var metrics *http.Server
-	if s.cfg.MetricsAddress != "" {
+	var metrics []*http.Server
+	for _, addr := range s.metricsAddresses() {
 		mux := http.NewServeMux()
-		gatherers := append(prometheus.Gatherers{s.Registry}, s.cfg.Gatherers...)
+		gatherers := append(firstWins{s.Registry, s.cfg.Telemetry.Gatherer()}, s.cfg.Gatherers...)
 		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.Registry}))
-		metrics = &http.Server{Addr: s.cfg.MetricsAddress, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		mlis, err := net.Listen("tcp", s.cfg.MetricsAddress)
+		m := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		mlis, err := net.Listen("tcp", addr)
 		if err != nil {
 			s.GRPC.Stop()
+			s.shutdownMetrics(metrics)
 			return fmt.Errorf("metrics listener: %w", err)
 		}
+		metrics = append(metrics, m)
 		go func() {
 			s.log.Info("serving metrics", "address", mlis.Addr().String())
-			if err := metrics.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := m.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("metrics server: %w", err)
 			}
 		}()
@@ -209,7 +217,28 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // and end, so that the drain waits only for unary calls in flight.
 func (s *Server) Stopping() <-chan struct{} { return s.stopping }
 
-func (s *Server) shutdown(metrics *http.Server) {
+// metricsAddresses are where /metrics is served: --metrics-address and,
+// with OTEL_METRICS_EXPORTER=prometheus, porch's Prometheus address.
+func (s *Server) metricsAddresses() []string {
+	var addrs []string
+	if s.cfg.MetricsAddress != "" {
+		addrs = append(addrs, s.cfg.MetricsAddress)
+	}
+	if a := s.cfg.Telemetry; a != nil && a.PrometheusAddress != "" && a.PrometheusAddress != s.cfg.MetricsAddress {
+		addrs = append(addrs, a.PrometheusAddress)
+	}
+	return addrs
+}
+
+func (s *Server) shutdownMetrics(metrics []*http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, m := range metrics {
+		_ = m.Shutdown(ctx)
+	}
+}
+
+func (s *Server) shutdown(metrics []*http.Server) {
 	s.log.Info("draining", "timeout", s.cfg.DrainTimeout.String())
 	close(s.stopping)
 	s.Health.Shutdown()
@@ -227,10 +256,11 @@ func (s *Server) shutdown(metrics *http.Server) {
 		s.GRPC.Stop()
 		<-done
 	}
-	if metrics != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = metrics.Shutdown(ctx)
+	s.shutdownMetrics(metrics)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.cfg.Telemetry.Shutdown(ctx); err != nil {
+		s.log.Warn("flushing telemetry", "error", err)
 	}
 	s.log.Info("stopped")
 }

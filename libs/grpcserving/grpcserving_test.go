@@ -6,12 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -105,4 +111,60 @@ func TestLogLevelTakesPorchNumbers(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	f.Register(fs, "")
 	assert.Error(t, f.Parse(fs, []string{"--log-level=6"}))
+}
+
+// /metrics answers when an extra gatherer (controller-runtime's registry)
+// carries the Go runtime and process collectors the service's own registry
+// has: one copy of each family, not an HTTP 500.
+func TestMetricsWithOverlappingGatherers(t *testing.T) {
+	other := prometheus.NewRegistry()
+	other.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	probe := prometheus.NewCounter(prometheus.CounterOpts{Name: "from_the_other_registry_total", Help: "A family only the other registry has."})
+	other.MustRegister(probe)
+	addr, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	metricsAddr := addr.Addr().String()
+	require.NoError(t, addr.Close())
+
+	var f grpcserving.Flags
+	srv := grpcserving.New(f.Logger(io.Discard, "test"), grpcserving.Config{Name: "test", MetricsAddress: metricsAddr, Gatherers: []prometheus.Gatherer{other}})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	// The metrics listener opens inside Serve: a few tries.
+	var body string
+	var scrapeErr error
+	for range 250 {
+		if body, scrapeErr = scrape("http://" + metricsAddr + "/metrics"); scrapeErr == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, scrapeErr)
+	assert.Equal(t, 1, strings.Count(body, "# TYPE go_goroutines "), "one go_goroutines family")
+	assert.Contains(t, body, "from_the_other_registry_total 0")
+}
+
+// scrape is the body of a successful GET of url.
+func scrape(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, b)
+	}
+	return string(b), nil
 }

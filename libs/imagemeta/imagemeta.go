@@ -26,6 +26,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -75,7 +76,19 @@ type Resolver struct {
 
 	mu    sync.Mutex
 	cache *lru
+
+	lookups  *prometheus.CounterVec
+	registry *prometheus.HistogramVec
 }
+
+// The results of Resolve, as fnrunner_image_metadata_lookups_total counts them.
+const (
+	resultHit      = "hit"      // fresh metadata from the cache
+	resultNegative = "negative" // "no such image" from the cache
+	resultMiss     = "miss"     // metadata from the registry
+	resultStale    = "stale"    // the registry failed; expired metadata served
+	resultError    = "error"    // an error, from the registry or waiting for it
+)
 
 // New returns a Resolver.
 func New(opts Options) (*Resolver, error) {
@@ -86,6 +99,18 @@ func New(opts Options) (*Resolver, error) {
 		platform: opts.Platform,
 		now:      time.Now,
 		cache:    newLRU(opts.MaxEntries),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fnrunner_image_metadata_lookups_total",
+			Help: "Image metadata lookups by result: hit (fresh in the cache), negative (cached as not found), miss (asked the registry), stale (the registry failed, an expired entry served), error.",
+		}, []string{"result"}),
+		registry: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fnrunner_registry_request_duration_seconds",
+			Help:    "Time of registry requests (an image's manifest and config, or a repository's tags), by outcome: ok or error.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"outcome"}),
+	}
+	for _, res := range []string{resultHit, resultNegative, resultMiss, resultStale, resultError} {
+		r.lookups.WithLabelValues(res)
 	}
 	if r.ttl <= 0 {
 		r.ttl = 5 * time.Minute
@@ -121,6 +146,22 @@ func New(opts Options) (*Resolver, error) {
 	}
 	r.transport = tr
 	return r, nil
+}
+
+// Collectors export the cache's and the registry's metrics:
+// fnrunner_image_metadata_lookups_total{result} and
+// fnrunner_registry_request_duration_seconds{outcome}.
+func (r *Resolver) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.lookups, r.registry}
+}
+
+// observeRegistry records one registry request that began at start.
+func (r *Resolver) observeRegistry(start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	r.registry.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 }
 
 // ErrNoEntrypoint means the image has neither Entrypoint nor Cmd, so there
@@ -204,6 +245,11 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	r.mu.Unlock()
 	now := r.now()
 	if ok && c.fresh(now) {
+		if c.err != nil {
+			r.lookups.WithLabelValues(resultNegative).Inc()
+		} else {
+			r.lookups.WithLabelValues(resultHit).Inc()
+		}
 		return c.meta, c.err
 	}
 	// One registry request per image at a time; the others wait for it,
@@ -218,10 +264,12 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
+		r.lookups.WithLabelValues(resultError).Inc()
 		return Metadata{}, fmt.Errorf("image %q: waiting for the registry: %w", image, ctx.Err())
 	}
 	err := res.Err
 	if err == nil {
+		r.lookups.WithLabelValues(resultMiss).Inc()
 		return res.Val.(Metadata), nil
 	}
 	var re *RegistryError
@@ -231,8 +279,10 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	case ok && c.err == nil:
 		// The registry failed (down, throttling): what it said last is
 		// better than nothing.
+		r.lookups.WithLabelValues(resultStale).Inc()
 		return c.meta, nil
 	}
+	r.lookups.WithLabelValues(resultError).Inc()
 	return Metadata{}, err
 }
 
@@ -247,17 +297,11 @@ func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
 		remote.WithTransport(r.transport),
 		remote.WithPlatform(r.platform),
 	}
-	desc, err := remote.Get(ref, opts...)
+	start := time.Now()
+	desc, cfg, err := r.get(ref, opts)
+	r.observeRegistry(start, err)
 	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: %w", image, clean(err))
-	}
-	img, err := desc.Image()
-	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: %w", image, clean(err))
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: config: %w", image, clean(err))
+		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
 	}
 	meta := Metadata{Digest: desc.Digest.String(), Entrypoint: cfg.Config.Entrypoint}
 	if len(meta.Entrypoint) == 0 {
@@ -274,6 +318,23 @@ func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
 	return meta, nil
 }
 
+// get asks the registry for ref's manifest and config.
+func (r *Resolver) get(ref name.Reference, opts []remote.Option) (*remote.Descriptor, *v1.ConfigFile, error) {
+	desc, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, nil, clean(err)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, nil, clean(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", clean(err))
+	}
+	return desc, cfg, nil
+}
+
 // Tags lists the tags of repository (an image without tag or digest) from
 // its registry, through the same dial checks and credentials as Resolve.
 // Not cached: a caller resolving a tag constraint wants the registry's
@@ -285,7 +346,9 @@ func (r *Resolver) Tags(ctx context.Context, repository string) ([]string, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	start := time.Now()
 	tags, err := remote.List(repo, remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain), remote.WithTransport(r.transport))
+	r.observeRegistry(start, err)
 	if err != nil {
 		return nil, fmt.Errorf("repository %q: listing tags: %w", repository, clean(err))
 	}

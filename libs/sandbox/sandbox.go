@@ -382,6 +382,15 @@ func (s *Sandbox) Close() {
 // Layers are the layers in use.
 func (s *Sandbox) Layers() []Layer { return slices.Clone(s.layers) }
 
+// LayerNames are the names of the layers in use (for traces).
+func (s *Sandbox) LayerNames() []string {
+	names := make([]string, len(s.layers))
+	for i, l := range s.layers {
+		names[i] = string(l)
+	}
+	return names
+}
+
 // Enabled says whether functions run in the sandbox at all.
 func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 

@@ -20,10 +20,12 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
@@ -94,6 +96,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "binary-runner")
+	tel, err := telemetry.Setup(ctx, "binary-runner")
+	if err != nil {
+		return err
+	}
 	o.common.LogIgnoredPorchFlags(log)
 	o.sandbox.TempDir = o.tempDir
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
@@ -113,6 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeCfg()
 
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Telemetry:      tel,
 		Name:           "binary-runner",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
@@ -142,14 +149,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		// dials only the allowed hosts.
 		log.Warn("--starlark-allowed-hosts without the landlock sandbox layer: starlark processes keep the runner's network, every port", "allowed_hosts", o.starlark.AllowedHosts)
 	}
-	evalwire.Register(srv.GRPC, runner.New(cfg, catalog.Functions(), runner.Options{
+	srv.Registry.MustRegister(cfg.Collectors()...)
+	evaluations, err := evalmetrics.New(srv.Registry, cfg)
+	if err != nil {
+		return err
+	}
+	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None, Next: runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,
 		Exec:               exec,
 		Scripts:            runner.Scripts{Args: o.starlark.Args(), Exec: &scriptExec},
 		Admission:          admitted,
-	}))
+	})})
 
 	name, uid, err := identity()
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
@@ -77,6 +78,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := o.common.Logger(stderr, "config-reconciler")
+	tel, err := telemetry.Setup(ctx, "config-reconciler")
+	if err != nil {
+		return err
+	}
 	o.common.LogIgnoredPorchFlags(log)
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
@@ -94,6 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Telemetry:      tel,
 		Name:           "config-reconciler",
 		MaxMessageSize: o.maxMessageSize,
 		Gatherers:      []prometheus.Gatherer{ctrlmetrics.Registry},
@@ -102,6 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Reports: recorder, Log: log, Stopping: srv.Stopping()})
+	srv.Registry.MustRegister(st.Collectors()...)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis) })

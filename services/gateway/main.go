@@ -18,10 +18,12 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/gateway/server"
 )
 
@@ -103,6 +105,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "gateway")
+	tel, err := telemetry.Setup(ctx, "gateway")
+	if err != nil {
+		return err
+	}
 	o.common.LogIgnoredPorchFlags(log)
 
 	cfg, closeCfg, err := configclient.Dial(log, o.configAddress, "gateway", dialCreds)
@@ -113,7 +119,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 
 	executorDial := append([]grpc.DialOption{dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
-		sendonce.DialOptions(o.connectWait)...)
+		append(sendonce.DialOptions(o.connectWait), tel.DialOptions()...)...)
 	target, targetDial, err := sendonce.Target(o.binaryRunnerAddress)
 	if err != nil {
 		return grpcserving.FlagError(fmt.Errorf("--binary-runner-address: %w", err))
@@ -169,6 +175,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	ev := server.NewEvaluator(log, cfg, routes...)
 
 	lis, srv, err := o.common.Open(log, "", o.port, nil, grpcserving.Config{
+		Telemetry:      tel,
 		Name:           "gateway",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
@@ -178,7 +185,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)
-	evalwire.Register(srv.GRPC, &admission.Evaluator{Next: ev, Limit: admitted, Factor: 2, Service: "gateway"})
+	srv.Registry.MustRegister(ev.Collectors()...)
+	srv.Registry.MustRegister(cfg.Collectors()...)
+	evaluations, err := evalmetrics.New(srv.Registry, cfg)
+	if err != nil {
+		return err
+	}
+	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None,
+		Next: &admission.Evaluator{Next: ev, Limit: admitted, Factor: 2, Service: "gateway"}})
 	if ready != nil {
 		ready <- lis.Addr()
 	}

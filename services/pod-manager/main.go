@@ -34,11 +34,13 @@ import (
 	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/configclient"
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/server"
@@ -174,6 +176,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "pod-manager")
+	tel, err := telemetry.Setup(ctx, "pod-manager")
+	if err != nil {
+		return err
+	}
 	o.common.LogIgnoredPorchFlags(log)
 	restCfg, err := restconfig.Load(o.kubeconfig)
 	if err != nil {
@@ -214,7 +220,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	conns := server.NewConns(o.maxRequestBodySize)
+	conns := server.NewConns(o.maxRequestBodySize, tel.DialOptions()...)
 	defer conns.CloseAll()
 	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, MaxCallsPerPod: o.maxCallsPerPod, OnDelete: conns.Close}
 	pods := podcache.New(backend)
@@ -250,6 +256,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer closeCfg()
 
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+		Telemetry:      tel,
 		Name:           "pod-manager",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
@@ -271,7 +278,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)
-	evalwire.Register(srv.GRPC, &admission.Evaluator{Next: podServer, Limit: admitted, Factor: 2, Service: "pod-manager"})
+	srv.Registry.MustRegister(cfg.Collectors()...)
+	srv.Registry.MustRegister(pods.Collectors()...)
+	srv.Registry.MustRegister(resolver.Collectors()...)
+	evaluations, err := evalmetrics.New(srv.Registry, cfg)
+	if err != nil {
+		return err
+	}
+	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "pod",
+		Next: &admission.Evaluator{Next: podServer, Limit: admitted, Factor: 2, Service: "pod-manager"}})
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })

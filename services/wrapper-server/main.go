@@ -28,12 +28,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/admission"
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 type options struct {
@@ -44,6 +46,8 @@ type options struct {
 	maxLogBytes        int
 	maxConcurrent      int
 	maxQueue           int
+	functionImage      string
+	namer              *evalmetrics.ImageNamer
 	copyTo             string
 	entrypoint         []string
 	sandbox            sandbox.Flags
@@ -61,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
 	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
+	fs.StringVar(&o.functionImage, "function-image", "", "The image this pod was started for (the pod-manager sets it): the function label of its calls' metrics; calls of other images are counted as other.")
 	fs.StringVar(&o.copyTo, "copy-to", "", "Copy this executable, and fnsandbox beside it, into the directory and exit (the pod's init container does this; no shell needed).")
 	// The function's image is its whole file system: it may read all of
 	// it (the pod's template decides what is mounted) and, as in porch's
@@ -76,6 +81,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if len(o.entrypoint) == 0 {
 		return nil, grpcserving.FlagError(errors.New("no function entrypoint: give it after --"))
 	}
+	namer, err := evalmetrics.NewImageNamer(o.functionImage)
+	if err != nil {
+		return nil, grpcserving.FlagError(fmt.Errorf("--function-image: %w", err))
+	}
+	o.namer = namer
 	return o, nil
 }
 
@@ -129,12 +139,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return copySelf(o.copyTo)
 	}
 	log := o.common.Logger(stderr, "wrapper-server")
+	tel, err := telemetry.Setup(ctx, "wrapper-server")
+	if err != nil {
+		return err
+	}
 	sb, err := o.sandbox.Open(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer sb.Close()
 	lis, srv, err := o.common.Open(log, o.listenHost, o.port, nil, grpcserving.Config{
+		Telemetry:      tel,
 		Name:           "wrapper-server",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},
 		MaxMessageSize: o.maxRequestBodySize,
@@ -151,16 +166,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return fmt.Errorf("working directory: %w", err)
 	}
 	srv.Registry.MustRegister(sb.Collector())
+	limit := admission.New(o.maxConcurrent, o.maxQueue)
+	srv.Registry.MustRegister(limit.Collectors()...)
+	evaluations, err := evalmetrics.New(srv.Registry, o.namer)
+	if err != nil {
+		return err
+	}
 	exec := fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes, Env: containerEnv(), Dir: workdir}
 	if sb.Enabled() {
 		exec.Sandbox = sb
 	}
-	evalwire.Register(srv.GRPC, &wrapper{
+	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "wrapper", Next: &wrapper{
 		function:   &fnexec.Binary{Argv: o.entrypoint, Options: exec},
-		limit:      admission.New(o.maxConcurrent, o.maxQueue),
+		limit:      limit,
 		concurrent: o.maxConcurrent,
 		queue:      o.maxQueue,
-	})
+	}})
 	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("running function", "entrypoint", o.entrypoint)
 	if ready != nil {

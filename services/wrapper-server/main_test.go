@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 const rl = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"
@@ -127,4 +131,54 @@ func TestFunctionGetsTheContainersEnvironmentAndWorkdir(t *testing.T) {
 	assert.NotContains(t, out, "home=/home/should-not-leak")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// The wrapper-server's metrics name the calls of the image its pod was
+// started for (--function-image) by that image, any other as other, under
+// the executor wrapper; admitted calls' waits are counted.
+func TestMetricsNameThePodsImage(t *testing.T) {
+	metrics, err := localstack.FreeAddress()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"--port=0", "--metrics-address=" + metrics, "--function-image=example.com/fns/fn:v1", "--", "/bin/cat"}, &bytes.Buffer{}, ready)
+	}()
+	addr := <-ready
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, image := range []string{"fn:v1", "example.com/fns/fn:v1", "made-up-1:v1", "made-up-2:v1"} {
+		_, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(rl)})
+		require.NoError(t, err, image)
+	}
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err == nil && resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond, "no metrics at %s", metrics)
+	for _, want := range []string{
+		`fnrunner_evaluations_total{code="OK",executor="wrapper",function="example.com/fns/fn:v1"} 2`,
+		`fnrunner_evaluations_total{code="OK",executor="wrapper",function="other"} 2`,
+		fmt.Sprintf(`fnrunner_evaluation_input_bytes_total{executor="wrapper",function="other"} %d`, 2*len(rl)),
+		fmt.Sprintf(`fnrunner_evaluation_output_bytes_total{executor="wrapper",function="example.com/fns/fn:v1"} %d`, 2*len(rl)),
+		`fnrunner_evaluation_duration_seconds_count{executor="wrapper",function="other"} 2`,
+		`fnrunner_admission_wait_seconds_count 4`,
+	} {
+		assert.Contains(t, body, want)
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestFunctionImageMustBeAnImage(t *testing.T) {
+	err := run(context.Background(), []string{"--port=0", "--function-image=Not An Image", "--", "/bin/cat"}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "--function-image")
 }

@@ -120,6 +120,7 @@ func start(t testing.TB) *fixture {
 	push("/fns/slow:v1", "/fn/slow")
 	push("/fns/steady:v1", "/fn/set-namespace")
 	push("/fns/flaky:v1", "/fn/set-namespace")
+	push("/fns/traced:v1", "/fn/set-namespace")
 	// A function that reports its environment and working directory: the
 	// image's ENV and WORKDIR, under the FunctionConfig's env override.
 	envImage := v1.Config{Entrypoint: []string{"/fn/env"}, WorkingDir: t.TempDir(),
@@ -131,7 +132,13 @@ func start(t testing.TB) *fixture {
 	require.NoError(t, os.MkdirAll(configs, 0o755))
 	fcs, err := os.ReadFile("testdata/functionconfigs.yaml")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(configs, "fc.yaml"), []byte(strings.ReplaceAll(string(fcs), "${REGISTRY}", host)), 0o644))
+	fcs = []byte(os.Expand(string(fcs), func(v string) string {
+		if v == "REGISTRY" {
+			return host
+		}
+		return os.Getenv(v) // OTEL_*: set by a test that collects traces
+	}))
+	require.NoError(t, os.WriteFile(filepath.Join(configs, "fc.yaml"), fcs, 0o644))
 	// A function that takes half a second, so that parallel calls overlap.
 	slowFn := filepath.Join(dir, "slow")
 	script := "#!/bin/sh\nsleep 0.5\nexec " + harness.Binary(t, "FNRUNNER_SET_NAMESPACE") + "\n"

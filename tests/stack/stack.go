@@ -57,8 +57,9 @@ type Options struct {
 	Configs map[string]string
 	// Functions are more function binaries: name in the functions dir → path.
 	Functions map[string]string
-	// GatewayArgs and BinaryRunnerArgs are added to those services' flags.
-	GatewayArgs, BinaryRunnerArgs []string
+	// GatewayArgs, BinaryRunnerArgs and ConfigReconcilerArgs are added to
+	// those services' flags.
+	GatewayArgs, BinaryRunnerArgs, ConfigReconcilerArgs []string
 	// BinaryRunner, when set, is run instead of the binary-runner (e.g. a
 	// wrapper that runs it in namespaces of its own).
 	BinaryRunner string
@@ -146,12 +147,13 @@ func Start(t testing.TB, opts Options) *Stack {
 		bins.BinaryRunner = opts.BinaryRunner
 	}
 	ls := Run(t, localstack.Config{
-		Binaries:         bins,
-		ConfigDir:        configDir,
-		FunctionsDir:     functionsDir,
-		GatewayArgs:      opts.GatewayArgs,
-		BinaryRunnerArgs: opts.BinaryRunnerArgs,
-		InternalArgs:     opts.InternalArgs,
+		Binaries:             bins,
+		ConfigDir:            configDir,
+		FunctionsDir:         functionsDir,
+		GatewayArgs:          opts.GatewayArgs,
+		BinaryRunnerArgs:     opts.BinaryRunnerArgs,
+		ConfigReconcilerArgs: opts.ConfigReconcilerArgs,
+		InternalArgs:         opts.InternalArgs,
 	})
 	s := &Stack{Stack: ls, ConfigDir: configDir, FunctionsDir: functionsDir}
 	var err error

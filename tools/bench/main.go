@@ -28,6 +28,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/tracesink"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
@@ -165,6 +166,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 		// The binary executor once per sandbox layer set (libs/sandbox).
 		for _, ex := range []struct{ name, disable, sandbox string }{
 			{"go executor", "binary,pod", "none"},
+			{"go executor, tracing on (OTLP to a receiver)", "binary,pod", "none"},
 			{"binary executor, --sandbox=none", "go,pod", "none"},
 			{"binary executor, --sandbox=base", "go,pod", "base"},
 			{"binary executor, --sandbox=base,landlock", "go,pod", "base,landlock"},
@@ -172,9 +174,27 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			{"binary executor, --sandbox=base,landlock,uid,userns", "go,pod", "base,landlock,uid,userns"},
 			{"binary executor, --sandbox=base,landlock,uid,userns,cgroup", "go,pod", "base,landlock,uid,userns,cgroup"},
 		} {
+			traced := strings.Contains(ex.name, "tracing on")
+			if traced {
+				// The services export every span to a receiver here, as
+				// OTEL_* variables configure them in a cluster.
+				sink, err := tracesink.New()
+				if err != nil {
+					return err
+				}
+				for k, v := range sink.Env() {
+					os.Setenv(k, v)
+				}
+				defer sink.Close()
+			}
 			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
 				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},
 				BinaryRunnerArgs: []string{"--sandbox=" + ex.sandbox}})
+			if traced {
+				for k := range (&tracesink.Sink{}).Env() {
+					os.Unsetenv(k)
+				}
+			}
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, time.Minute)
 				err = s.WaitServing(wctx)

@@ -13,7 +13,7 @@ load(":porchrender.bzl", "porchrender_binary")
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @porchrender and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @porchrender and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -75,6 +75,16 @@ def fnrunner_dependencies():
             "libxtables12": ["1.8.9-2", "cb841d66950a43af4a398625313d2f3da9065299c9738538de6c2c3495857040"],
             "runc": ["1.1.5+ds1-1+deb12u1", "a00351f8c0318de0b424ecf5cd0fdb69880a89f3511cae4f6fff7de3e57881c5"],
         },
+    )
+
+    # tests/monitoring's Prometheus and promtool: Debian 12's package,
+    # unpacked, never installed.
+    node_packages(
+        name = "prometheus_package",
+        packages = {
+            "prometheus": ["2.42.0+ds-5+b6", "3b0e0255b059a7696bd4a139a4a4eb24d71df067936a61ece5093559cbc7991c"],
+        },
+        exports = ["root/usr/bin/prometheus", "root/usr/bin/promtool"],
     )
 
     # porch's render path (kptops + porch's gRPC runtime), from its own module.

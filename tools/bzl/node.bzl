@@ -141,15 +141,16 @@ filegroup(
     srcs = glob(["root/**"]),
 )
 
-# A file whose directory is the unpacked root, for FNRUNNER_NODE_ROOT.
-exports_files(["root/usr/bin/containerd"])
-""" % ", ".join(["%s %s" % (p, v[0]) for p, v in sorted(rctx.attr.packages.items())]))
+# Files whose paths name the unpacked root for the tests that use it.
+exports_files(%s)
+""" % (", ".join(["%s %s" % (p, v[0]) for p, v in sorted(rctx.attr.packages.items())]), repr(rctx.attr.exports)))
 
 node_packages = repository_rule(
     implementation = _node_packages_impl,
     doc = "Debian packages fetched at pinned versions and sha256 sums and unpacked, never installed.",
     attrs = {
         "packages": attr.string_list_dict(mandatory = True, doc = "package → [version, sha256]"),
+        "exports": attr.string_list(default = ["root/usr/bin/containerd"], doc = "files under root/ exported, e.g. a binary whose path names the root"),
     },
     environ = ENV_PASSTHROUGH,
 )

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -28,6 +29,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/kptrender"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 )
 
@@ -62,9 +64,32 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxBytes, "max-message-size", 64*1024*1024, "Largest gRPC message sent or received, in bytes (the gateway applies its own limit).")
 }
 
-func (c *common) dial() (*grpc.ClientConn, error) {
+// dial connects to the gateway; a call that fails has its request id
+// (the gateway's, the trace id when tracing is on) printed to stderr, so
+// an operator can find it in the services' logs and traces.
+func (c *common) dial(stderr io.Writer) (*grpc.ClientConn, error) {
 	return grpc.NewClient(c.gateway, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxBytes), grpc.MaxCallSendMsgSize(c.maxBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxBytes), grpc.MaxCallSendMsgSize(c.maxBytes)),
+		grpc.WithChainUnaryInterceptor(printRequestID(stderr)))
+}
+
+// printRequestID prints the request id of every call that fails.
+func printRequestID(stderr io.Writer) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var header, trailer metadata.MD
+		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header), grpc.Trailer(&trailer))...)
+		if err == nil {
+			return nil
+		}
+		id := header.Get(telemetry.RequestIDHeader)
+		if len(id) == 0 {
+			id = trailer.Get(telemetry.RequestIDHeader)
+		}
+		if len(id) > 0 {
+			fmt.Fprintf(stderr, "request id: %s\n", id[0])
+		}
+		return err
+	}
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -136,7 +161,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return err
 	}
 
-	conn, err := c.dial()
+	conn, err := c.dial(stderr)
 	if err != nil {
 		return err
 	}
@@ -206,7 +231,7 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageErr(stderr, "render takes exactly one package directory")
 	}
 	dir := userPath(fs.Arg(0))
-	conn, err := c.dial()
+	conn, err := c.dial(stderr)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,7 +34,7 @@ func fnctl(t *testing.T, s *stack.Stack, stdin string, args ...string) (string, 
 }
 
 func TestEvalAndRender(t *testing.T) {
-	s := stack.Start(t, stack.Options{})
+	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--log-level=INFO"}})
 
 	out, log, err := fnctl(t, s, resources, "eval", "--image=set-namespace:v0.4.5", "--", "namespace=prod")
 	require.NoError(t, err, "eval\n%s", log)
@@ -55,6 +56,10 @@ func TestEvalAndRender(t *testing.T) {
 		assert.Equal(t, 1, ee.code, "eval of an unknown image: exit code")
 	}
 	assert.Contains(t, log, "NotFound", "eval of an unknown image")
+	id := regexp.MustCompile(`request id: ([0-9a-f]{32})\n`).FindStringSubmatch(log)
+	if assert.NotNil(t, id, "eval of an unknown image prints the call's request id\n%s", log) {
+		assert.Contains(t, s.Log("gateway"), `"request_id":"`+id[1]+`"`, "the gateway logged the failed call under the id fnctl printed")
+	}
 
 	pkg := t.TempDir()
 	for name, content := range map[string]string{

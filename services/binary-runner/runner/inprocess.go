@@ -15,6 +15,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // inProcess is the go executor's Runtime: a linked-in function run as its
@@ -35,6 +36,16 @@ type inProcess struct {
 
 // Run implements Runtime.
 func (p *inProcess) Run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error) {
+	_, span := telemetry.Start(ctx, "function", telemetry.AttrBytesIn.Int(input.Len()))
+	res, err := p.run(ctx, input)
+	if res != nil {
+		span.SetAttributes(telemetry.AttrExitCode.Int(res.ExitCode), telemetry.AttrBytesOut.Int(res.ResourceList.Len()))
+	}
+	span.End()
+	return res, err
+}
+
+func (p *inProcess) run(ctx context.Context, input mem.BufferSlice) (*fnresult.Result, error) {
 	// The function reads one contiguous ResourceList; this copy is its own,
 	// so it may outlive the call (see below).
 	data := input.Materialize()

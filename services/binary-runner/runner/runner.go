@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/admission"
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
@@ -115,6 +116,17 @@ func New(tables Tables, functions map[string]catalog.Function, opts Options) *Ru
 func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
 	// No answer refers to the request's buffers: they go back to the pool.
 	defer req.Free()
+	kinds := []executortable.Kind{executortable.Go, executortable.Binary}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		// The gateway names the executor it chose; without it: go, then binary.
+		if v := md.Get(executortable.Header); len(v) == 1 {
+			kinds = []executortable.Kind{executortable.Kind(v[0])}
+		}
+	}
+	if len(kinds) == 1 {
+		// The call is the chosen executor's, whatever its answer.
+		setExecutor(ctx, kinds[0])
+	}
 	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
 		return nil, sendonce.NotSent("binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")
@@ -126,19 +138,13 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 	if err := resourcelist.SniffFrom(evalwire.NewReader(req.ResourceList)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	kinds := []executortable.Kind{executortable.Go, executortable.Binary}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		// The gateway names the executor it chose; without it: go, then binary.
-		if v := md.Get(executortable.Header); len(v) == 1 {
-			kinds = []executortable.Kind{executortable.Kind(v[0])}
-		}
-	}
 	var missing error
 	for _, k := range kinds {
 		fc, ok := tables.Lookup(k, ref)
 		if !ok {
 			continue
 		}
+		setExecutor(ctx, k)
 		var rt Runtime
 		switch k {
 		case executortable.Go:
@@ -184,6 +190,15 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		return nil, status.Errorf(codes.NotFound, "function %q not found: %v", req.Image, missing)
 	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
+}
+
+// setExecutor names the executor of the call in its metrics
+// (evalmetrics.SetExecutor): go or binary; any other name the gateway's
+// header might carry is none of the runner's and is not a label.
+func setExecutor(ctx context.Context, k executortable.Kind) {
+	if k == executortable.Go || k == executortable.Binary {
+		evalmetrics.SetExecutor(ctx, string(k))
+	}
 }
 
 // ErrBinaryMissing is a binary executor path with no executable file behind

@@ -8,7 +8,10 @@ import (
 	"encoding/hex"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -23,6 +26,10 @@ type Store struct {
 	changed chan struct{}
 	// loaded is closed on the first Replace.
 	loaded chan struct{}
+	// published is when the current version was made (unix nanoseconds).
+	published atomic.Int64
+	// subscribers are the Watch calls in progress.
+	subscribers atomic.Int64
 }
 
 // New returns an empty store; subscribers wait until the first Replace.
@@ -62,6 +69,7 @@ func (s *Store) Replace(functions []*configpb.FunctionConfig) bool {
 	}
 	next.Version++
 	s.snapshot = next
+	s.published.Store(time.Now().UnixNano())
 	close(s.changed)
 	s.changed = make(chan struct{})
 	if first {
@@ -86,6 +94,8 @@ func (s *Store) Loaded() <-chan struct{} { return s.loaded }
 // other faster than send returns are coalesced: a subscriber always ends up
 // with the newest.
 func (s *Store) Watch(ctx context.Context, send func(*configpb.Snapshot) error) error {
+	s.subscribers.Add(1)
+	defer s.subscribers.Add(-1)
 	select {
 	case <-s.loaded:
 	case <-ctx.Done():
@@ -101,5 +111,34 @@ func (s *Store) Watch(ctx context.Context, send func(*configpb.Snapshot) error) 
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// Collectors export the table as published and its subscribers:
+// fnrunner_executor_table_version and
+// fnrunner_executor_table_last_update_timestamp_seconds (0 before the first
+// table), and fnrunner_config_subscribers.
+func (s *Store) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_executor_table_version",
+			Help: "Version of the executor table published (0: none yet).",
+		}, func() float64 {
+			snap, _ := s.Current()
+			return float64(snap.GetVersion())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_executor_table_last_update_timestamp_seconds",
+			Help: "When the executor table published was made, in Unix seconds (0: none yet); its age is time() minus this.",
+		}, func() float64 {
+			if n := s.published.Load(); n != 0 {
+				return float64(n) / 1e9
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_config_subscribers",
+			Help: "Executor table streams open (gateways, binary-runners and pod-managers watching).",
+		}, func() float64 { return float64(s.subscribers.Load()) }),
 	}
 }

@@ -10,17 +10,21 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // Tables gives the current executor table; *configclient.Client implements it.
@@ -68,16 +72,30 @@ type Evaluator struct {
 	log    *slog.Logger
 	tables Tables
 	routes []Route
+	// notFound counts the NotFound answers that fell through, by executor.
+	notFound *prometheus.CounterVec
 }
 
 // NewEvaluator returns an Evaluator that tries routes in the order given.
 func NewEvaluator(log *slog.Logger, tables Tables, routes ...Route) *Evaluator {
-	return &Evaluator{log: log, tables: tables, routes: routes}
+	return &Evaluator{log: log, tables: tables, routes: routes,
+		notFound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fnrunner_gateway_not_found_total",
+			Help: "Calls an executor answered NotFound, so that the gateway asked the next one (or, after the last, answered NotFound), by executor.",
+		}, []string{"executor"}),
+	}
+}
+
+// Collectors export fnrunner_gateway_not_found_total.
+func (e *Evaluator) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{e.notFound}
 }
 
 // EvaluateFunction implements evalwire.Server. The ResourceList stays in
 // the buffers it came in: sniffed, then handed to the executor as it is; the
-// executor's answer goes back the same way.
+// executor's answer goes back the same way. The executor whose answer it
+// returns is the call's executor in evalmetrics (none: every executor asked
+// said NotFound, or none was asked).
 func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
 	// Answers are in buffers of their own: the request's go back to the
 	// pool once every executor asked is done with it.
@@ -102,6 +120,11 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	if err := resourcelist.SniffFrom(evalwire.NewReader(req.ResourceList)); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	// The routing decision, on the call's span: which executors were
+	// asked, which said NotFound, which answered.
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(telemetry.AttrImage.String(req.Image), telemetry.AttrTableVersion.Int64(int64(tables.Version)))
+	var notFound []string
 	for _, r := range e.routes {
 		if _, ok := tables.Lookup(r.Kind, ref); !ok && !r.Unclaimed {
 			continue
@@ -109,12 +132,17 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 		start := time.Now()
 		resp, err := r.Client.Evaluate(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), ref, req)
 		code := status.Code(err)
-		e.log.Debug("routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
+		e.log.DebugContext(ctx, "routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {
+			notFound = append(notFound, string(r.Kind))
+			e.notFound.WithLabelValues(string(r.Kind)).Inc()
 			continue
 		}
+		span.SetAttributes(telemetry.AttrExecutor.String(string(r.Kind)), telemetry.AttrNotFound.StringSlice(notFound))
+		evalmetrics.SetExecutor(ctx, string(r.Kind))
 		return resp, err
 	}
+	span.SetAttributes(telemetry.AttrExecutor.String("none"), telemetry.AttrNotFound.StringSlice(notFound))
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
 }
 

@@ -14,6 +14,8 @@ import (
 // Adopter takes over pods found at start; *podcache.Cache implements it.
 type Adopter interface {
 	Adopt(key podcache.Key, pod, address string, ttl time.Duration)
+	// Discarded counts a pod deleted instead of adopted.
+	Discarded()
 }
 
 // Reconciled says what ReconcileExisting did.
@@ -47,6 +49,7 @@ func (b *Backend) ReconcileExisting(ctx context.Context, version string, dialing
 		if err := b.Delete(ctx, p.Name); err != nil {
 			return r, fmt.Errorf("deleting stale pod %s: %w", p.Name, err)
 		}
+		into.Discarded()
 		r.DeletedPods++
 	}
 	var svcs corev1.ServiceList

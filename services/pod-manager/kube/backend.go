@@ -121,10 +121,14 @@ func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.Pod
 		}
 		c.Image = spec.Image
 		c.Args = append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize))
-		if b.MaxCallsPerPod > 0 && slices.Equal(c.Command, []string{templates.ToolsDir + "/wrapper-server"}) {
-			// Only fnrunner's wrapper-server has the flag (porch's
+		if slices.Equal(c.Command, []string{templates.ToolsDir + "/wrapper-server"}) {
+			// Only fnrunner's wrapper-server has these flags (porch's
 			// templates start porch's).
-			c.Args = append(c.Args, "--max-queue", strconv.Itoa(b.MaxCallsPerPod))
+			if b.MaxCallsPerPod > 0 {
+				c.Args = append(c.Args, "--max-queue", strconv.Itoa(b.MaxCallsPerPod))
+			}
+			// Its metrics name the calls of the image the pod is for.
+			c.Args = append(c.Args, "--function-image", spec.Function.String())
 		}
 		c.Args = append(append(c.Args, "--"), spec.Entrypoint...)
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
@@ -27,6 +28,8 @@ type Events interface {
 	PodFailed(pod string, err error)
 	// PodPending says why a pod is not ready yet.
 	PodPending(pod, reason string)
+	// PodUnschedulable is PodPending for a pod the scheduler cannot place.
+	PodUnschedulable(pod, reason string)
 }
 
 // Addressing says how the pod-manager reaches a function pod.
@@ -119,12 +122,16 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		w.Events.PodFailed(pod.Name, errors.New("the pod is being deleted"))
 		return reconcile.Result{}, nil
 	}
-	if reason := Failure(&pod); reason != "" {
-		w.Events.PodFailed(pod.Name, errors.New(reason))
+	if waiting, message := failure(&pod); message != "" {
+		// The waiting reason (ErrImagePull, CrashLoopBackOff, ...) is
+		// what the pod-manager's metrics count the failure under.
+		w.Events.PodFailed(pod.Name, &podcache.Failure{Reason: waiting, Err: errors.New(message)})
 		return reconcile.Result{}, nil
 	}
 	if !Ready(&pod) || pod.Status.PodIP == "" {
-		if reason := Pending(&pod); reason != "" {
+		if reason := Pending(&pod); reason != "" && Unschedulable(&pod) {
+			w.Events.PodUnschedulable(pod.Name, reason)
+		} else if reason != "" {
 			w.Events.PodPending(pod.Name, reason)
 		}
 		return reconcile.Result{}, nil
@@ -174,18 +181,36 @@ func Ready(pod *corev1.Pod) bool {
 // Failure says why a pod will not serve ("" if nothing says so): a
 // container waiting for a failure reason, or a finished pod.
 func Failure(pod *corev1.Pod) string {
+	_, message := failure(pod)
+	return message
+}
+
+// failure is Failure's message, and the container's waiting reason when
+// that is why ("" for a finished pod).
+func failure(pod *corev1.Pod) (waiting, message string) {
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
 			if w := cs.State.Waiting; w != nil && failureReason(w.Reason) {
-				return fmt.Sprintf("container %q: %s: %s", cs.Name, w.Reason, w.Message)
+				return w.Reason, fmt.Sprintf("container %q: %s: %s", cs.Name, w.Reason, w.Message)
 			}
 		}
 	}
 	switch pod.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return fmt.Sprintf("the pod is %s: %s", pod.Status.Phase, pod.Status.Message)
+		return "", fmt.Sprintf("the pod is %s: %s", pod.Status.Phase, pod.Status.Message)
 	}
-	return ""
+	return "", ""
+}
+
+// Unschedulable says whether the scheduler reported that it cannot place
+// the pod (its PodScheduled condition is False for Unschedulable).
+func Unschedulable(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
 }
 
 // Pending says why a pod that has not failed is not ready yet ("" if

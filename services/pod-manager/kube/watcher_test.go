@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,10 +24,13 @@ import (
 )
 
 type events struct {
-	mu     sync.Mutex
-	ready  map[string]string
-	failed map[string]error
+	mu            sync.Mutex
+	ready         map[string]string
+	failed        map[string]error
+	unschedulable map[string]string
 }
+
+var _ kube.Events = (*events)(nil)
 
 func (e *events) PodReady(pod, address string) {
 	e.mu.Lock()
@@ -41,6 +45,29 @@ func (e *events) PodFailed(pod string, err error) {
 }
 
 func (e *events) PodPending(string, string) {}
+
+func (e *events) PodUnschedulable(pod, reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.unschedulable[pod] = reason
+}
+
+func TestUnschedulable(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		conditions []corev1.PodCondition
+		want       bool
+	}{
+		{"the scheduler cannot place it", []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}, true},
+		{"not scheduled for another reason", []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}, false},
+		{"scheduled", []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}, false},
+		{"nothing known yet", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, kube.Unschedulable(&corev1.Pod{Status: corev1.PodStatus{Conditions: tc.conditions}}))
+		})
+	}
+}
 
 // Why a pod is not ready yet, as the calls that time out waiting for it say.
 func TestPendingReasons(t *testing.T) {
@@ -97,7 +124,7 @@ func TestServiceDNSReadiness(t *testing.T) {
 	ctx := context.Background()
 	const ns = "fns"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	ev := &events{ready: map[string]string{}, failed: map[string]error{}}
+	ev := &events{ready: map[string]string{}, failed: map[string]error{}, unschedulable: map[string]string{}}
 	w := &kube.Watcher{Client: env.Client, Namespace: ns, Owner: "r0", Dialing: kube.Dialing{Addressing: kube.ServiceDNS}, Events: ev}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "fn-abc", Namespace: ns, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"}},
@@ -169,4 +196,126 @@ func TestServiceDNSAddressUsesTheClusterDomain(t *testing.T) {
 	assert.Equal(t, "fn-abc.fns.svc.cluster.local:9446", kube.Dialing{Addressing: kube.ServiceDNS}.Address(pod))
 	assert.Equal(t, "fn-abc.fns.svc.corp.example:9446", kube.Dialing{Addressing: kube.ServiceDNS, ClusterDomain: "corp.example"}.Address(pod))
 	assert.Equal(t, "10.1.2.3:9446", kube.Dialing{Addressing: kube.PodIP, ClusterDomain: "corp.example"}.Address(pod))
+}
+
+// The watcher tells the cache why a pod failed (the container's waiting
+// reason, which the cache's metrics count it under) and when a pending pod
+// cannot be scheduled.
+func TestFailureAndUnschedulableReachTheCache(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	const ns = "fns"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	ev := &events{ready: map[string]string{}, failed: map[string]error{}, unschedulable: map[string]string{}}
+	w := &kube.Watcher{Client: env.Client, Namespace: ns, Owner: "r0", Dialing: kube.Dialing{Addressing: kube.PodIP}, Events: ev}
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		reason string // the Failure's, "" for no failure
+	}{
+		{name: "pull", status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "function", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no such image"}}}}},
+			reason: "ErrImagePull"},
+		{name: "finished", status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "evicted"}, reason: ""},
+		{name: "unschedulable", status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "fn-" + tc.name, Namespace: ns, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}},
+			}
+			require.NoError(t, env.Client.Create(ctx, pod))
+			pod.Status = tc.status
+			require.NoError(t, env.Client.Status().Update(ctx, pod))
+			_, err := w.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: pod.Name}})
+			require.NoError(t, err)
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			if tc.name == "unschedulable" {
+				assert.Contains(t, ev.unschedulable[pod.Name], "0/1 nodes are available")
+				assert.NotContains(t, ev.failed, pod.Name)
+				return
+			}
+			var f *podcache.Failure
+			require.ErrorAs(t, ev.failed[pod.Name], &f)
+			assert.Equal(t, tc.reason, f.Reason)
+			assert.Equal(t, kube.Failure(pod), f.Error(), "the message is Failure's")
+		})
+	}
+}
+
+// fnrunner's wrapper-server is told the image its pod is for (its metrics
+// name that image's calls by it); a template that runs something else is
+// not given the flag.
+func TestWrapperServerGetsTheFunctionImage(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	const ns = "fns"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0", MaxRequestBodySize: 1 << 20, MaxCallsPerPod: 4}
+	ref, err := imagematch.Parse("set-namespace:v1", "")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name    string
+		command []string
+		want    bool
+	}{
+		{name: "fnrunner's", command: []string{templates.ToolsDir + "/wrapper-server"}, want: true},
+		{name: "another command", command: []string{"/bin/another-wrapper"}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl := &templates.Templates{Pod: templates.DefaultPodTemplate(ns, "example.com/wrapper:v1"), Service: templates.DefaultServiceTemplate(ns)}
+			for i := range tpl.Pod.Template.Spec.Containers {
+				tpl.Pod.Template.Spec.Containers[i].Command = tc.command
+			}
+			spec := &kube.Spec{Function: ref, Image: ref.Repository() + "@sha256:" + strings.Repeat("a", 64), Entrypoint: []string{"/fn"}, Templates: tpl}
+			name, err := b.Create(ctx, podcache.Function{Key: podcache.Key{Image: spec.Image}, Spec: spec})
+			require.NoError(t, err)
+			var pod corev1.Pod
+			require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &pod))
+			args := strings.Join(pod.Spec.Containers[0].Args, " ")
+			if tc.want {
+				assert.Contains(t, args, "--function-image ghcr.io/kptdev/krm-functions-catalog/set-namespace:v1 --")
+			} else {
+				assert.NotContains(t, args, "--function-image")
+			}
+			assert.True(t, strings.HasSuffix(args, "-- /fn"), "args = %q", args)
+		})
+	}
+}
+
+// adopter records what ReconcileExisting does with the pods it finds.
+type adopter struct {
+	adopted   []string
+	discarded int
+}
+
+var _ kube.Adopter = (*adopter)(nil)
+
+func (a *adopter) Adopt(_ podcache.Key, pod, _ string, _ time.Duration) {
+	a.adopted = append(a.adopted, pod)
+}
+func (a *adopter) Discarded() { a.discarded++ }
+
+// A pod of an earlier run that is not adopted is deleted and counted.
+func TestStalePodsAreDiscarded(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	const ns = "fns"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	stale := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "fn-old", Namespace: ns,
+			Labels:      map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"},
+			Annotations: map[string]string{kube.AnnotationTemplateVersion: "v1"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, stale))
+	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0"}
+	into := &adopter{}
+	rec, err := b.ReconcileExisting(ctx, "v2", kube.Dialing{Addressing: kube.PodIP}, time.Minute, into)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rec.DeletedPods)
+	assert.Equal(t, 1, into.discarded)
+	assert.Empty(t, into.adopted)
 }

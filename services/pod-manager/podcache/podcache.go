@@ -40,6 +40,11 @@ type Function struct {
 	TTL time.Duration
 	// Spec is passed to Backend.Create unchanged.
 	Spec any
+	// Label is the function label the cache's metrics count the function's
+	// pods and calls under, from a bounded set (the executor table's name
+	// for the image, see executortable.Tables.FunctionName); "" is "other".
+	// The newest call's label is the function's.
+	Label string
 }
 
 // Backend creates and deletes pods. Create must not block on the pod
@@ -88,7 +93,10 @@ type Cache struct {
 	events   chan event
 	gc       chan chan []string
 	stats    chan chan map[Key]Stats
+	states   chan chan map[string]functionState
+	deletes  chan Key
 	done     chan struct{}
+	metrics  *metrics
 }
 
 type request struct {
@@ -99,6 +107,8 @@ type request struct {
 	pod      *pod
 	// queued: waiting in its function's queue for a pod with room.
 	queued bool
+	// cold: it waited for a pod to start (counted once).
+	cold bool
 }
 
 type reply struct {
@@ -110,8 +120,10 @@ type event struct {
 	pod     string
 	address string
 	err     error
-	// pending is why the pod is not ready yet (PodPending).
-	pending string
+	// pending is why the pod is not ready yet (PodPending); unschedulable
+	// says the scheduler cannot place it (PodUnschedulable).
+	pending       string
+	unschedulable bool
 	// created is set when a Create finished: the pod it was for.
 	created *pod
 	// adopt is a ready pod found at start.
@@ -132,6 +144,9 @@ type pod struct {
 	lastUsed time.Time
 	ttl      time.Duration
 	retired  bool
+
+	// unschedulable: the last reason it is not ready is the scheduler's.
+	unschedulable bool
 }
 
 func (p *pod) load() int { return p.running + len(p.waiting) }
@@ -142,6 +157,8 @@ type function struct {
 	// queue holds calls that found every pod full (MaxCallsPerPod) and
 	// no room for another pod, in arrival order.
 	queue []*request
+	// label is the newest call's Function.Label.
+	label string
 }
 
 // New returns a cache; call Run to start it.
@@ -155,7 +172,10 @@ func New(backend Backend) *Cache {
 		events:   make(chan event, 64),
 		gc:       make(chan chan []string),
 		stats:    make(chan chan map[Key]Stats),
+		states:   make(chan chan map[string]functionState),
+		deletes:  make(chan Key),
 		done:     make(chan struct{}),
+		metrics:  newMetrics(),
 	}
 }
 
@@ -221,6 +241,17 @@ func (c *Cache) PodFailed(pod string, err error) { c.send(event{pod: pod, err: e
 // not passing); the calls it fails at ReadyTimeout say so.
 func (c *Cache) PodPending(pod, reason string) { c.send(event{pod: pod, pending: reason}) }
 
+// PodUnschedulable is PodPending for a pod the scheduler cannot place: if
+// it is not ready within ReadyTimeout, its failure's reason is
+// ReasonUnschedulable.
+func (c *Cache) PodUnschedulable(pod, reason string) {
+	c.send(event{pod: pod, pending: reason, unschedulable: true})
+}
+
+// Discarded counts a pod that an earlier run of this pod-manager left and
+// that was deleted at start instead of adopted.
+func (c *Cache) Discarded() { c.metrics.deleted.WithLabelValues(other, deletedOrphan).Inc() }
+
 func (c *Cache) send(e event) {
 	select {
 	case c.events <- e:
@@ -274,7 +305,7 @@ func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 		defer t.Stop()
 		tick = t.C
 	}
-	l := &loop{c: c, ctx: ctx, fns: fns, pods: pods}
+	l := &loop{c: c, ctx: ctx, fns: fns, pods: pods, deleting: map[Key]int{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -299,6 +330,12 @@ func (c *Cache) Run(ctx context.Context, scanInterval time.Duration) {
 			l.collect()
 		case ch := <-c.stats:
 			ch <- l.stats()
+		case ch := <-c.states:
+			ch <- l.states()
+		case key := <-c.deletes:
+			if l.deleting[key]--; l.deleting[key] <= 0 {
+				delete(l.deleting, key)
+			}
 		}
 	}
 }
@@ -311,6 +348,8 @@ type loop struct {
 	pods map[string]*pod // by name, once created
 	// early holds Ready/Failed events for pods whose Create has not returned.
 	early map[string]event
+	// deleting counts the pods being deleted (Backend.Delete not returned).
+	deleting map[Key]int
 }
 
 func (l *loop) fn(key Key) *function {
@@ -331,6 +370,7 @@ func (l *loop) place(r *request) {
 		return
 	}
 	f := l.fn(r.fn.Key)
+	f.label = r.fn.Label
 	if len(f.queue) > 0 {
 		// Calls already wait for room: this one waits behind them.
 		r.queued = true
@@ -414,8 +454,15 @@ func (l *loop) assign(p *pod, r *request) {
 		r.reply <- reply{lease: l.lease(p)}
 		return
 	}
+	if !r.cold {
+		r.cold = true
+		l.c.metrics.coldStarts.WithLabelValues(l.label(p)).Inc()
+	}
 	p.waiting = append(p.waiting, r)
 }
+
+// label is the function label of p's function.
+func (l *loop) label(p *pod) string { return l.fn(p.fn).labelOrOther() }
 
 func (l *loop) lease(p *pod) *Lease {
 	name := p.name
@@ -476,6 +523,7 @@ func (l *loop) handle(e event) {
 		}
 		p.name = e.pod
 		l.pods[p.name] = p
+		l.c.metrics.created.WithLabelValues(l.label(p)).Inc()
 		if early, ok := l.early[p.name]; ok {
 			delete(l.early, p.name)
 			l.handle(early)
@@ -498,10 +546,13 @@ func (l *loop) handle(e event) {
 		return
 	}
 	if e.pending != "" {
-		p.pending = e.pending
+		p.pending, p.unschedulable = e.pending, e.unschedulable
 		return
 	}
 	// Ready: the calls waiting on this pod, and only those, start on it.
+	if !p.ready && !p.created.IsZero() {
+		l.c.metrics.timeToReady.WithLabelValues(l.label(p)).Observe(l.c.now().Sub(p.created).Seconds())
+	}
 	p.ready, p.address = true, e.address
 	waiting := p.waiting
 	p.waiting = nil
@@ -518,8 +569,9 @@ func (l *loop) handle(e event) {
 	l.dequeue(p.fn)
 }
 
-// drop forgets a pod and deletes it (if it was created).
-func (l *loop) drop(p *pod) {
+// drop forgets a pod and deletes it (if it was created), counting the
+// deletion under reason.
+func (l *loop) drop(p *pod, reason string) {
 	f := l.fn(p.fn)
 	for i, q := range f.pods {
 		if q == p {
@@ -529,14 +581,23 @@ func (l *loop) drop(p *pod) {
 	}
 	if p.name != "" {
 		delete(l.pods, p.name)
-		go func(name string) { _ = l.c.backend.Delete(l.ctx, name) }(p.name)
+		l.c.metrics.deleted.WithLabelValues(f.labelOrOther(), reason).Inc()
+		l.deleting[p.fn]++
+		go func(name string, key Key) {
+			_ = l.c.backend.Delete(l.ctx, name)
+			select {
+			case l.c.deletes <- key:
+			case <-l.c.done:
+			}
+		}(p.name, p.fn)
 	}
 }
 
 // remove drops a failed pod and places its waiting calls again, ahead of
 // the calls queued after them.
 func (l *loop) remove(p *pod, err error) {
-	l.drop(p)
+	l.c.metrics.failed.WithLabelValues(l.label(p), failureReason(err)).Inc()
+	l.drop(p, deletedFailed)
 	waiting := p.waiting
 	p.waiting = nil
 	var again []*request
@@ -560,7 +621,7 @@ func (l *loop) retireIfIdle(p *pod) {
 	if !p.retired || p.load() > 0 || p.name == "" {
 		return
 	}
-	l.drop(p)
+	l.drop(p, deletedTemplateChanged)
 	l.dequeue(p.fn)
 }
 
@@ -605,7 +666,7 @@ func (l *loop) collect() []string {
 				l.expire(p, now.Sub(p.created))
 			case p.load() == 0 && now.Sub(p.lastUsed) > p.ttl:
 				gone = append(gone, p.name)
-				l.drop(p)
+				l.drop(p, deletedTTL)
 				l.dequeue(p.fn)
 			}
 		}
@@ -621,7 +682,12 @@ func (l *loop) expire(p *pod, waited time.Duration) {
 		why = "no reason reported"
 	}
 	err := fmt.Errorf("%w: pod %s not ready after %v: %s", ErrNotReady, p.name, waited.Round(time.Second), why)
-	l.drop(p)
+	reason := ReasonReadyTimeout
+	if p.unschedulable {
+		reason = ReasonUnschedulable
+	}
+	l.c.metrics.failed.WithLabelValues(l.label(p), reason).Inc()
+	l.drop(p, deletedFailed)
 	for _, r := range p.waiting {
 		r.reply <- reply{err: err}
 	}

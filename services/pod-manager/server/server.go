@@ -23,6 +23,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
@@ -262,7 +263,9 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	if err != nil {
 		return nil, fmt.Errorf("function %q: %w", image, err)
 	}
-	meta, err := s.resolver.Resolve(ctx, ref.String())
+	mctx, span := telemetry.Start(ctx, "image metadata", telemetry.AttrImage.String(ref.String()))
+	meta, err := s.resolver.Resolve(mctx, ref.String())
+	telemetry.End(span, err)
 	if err != nil {
 		return nil, fmt.Errorf("function %q: resolving the image: %w", image, err)
 	}
@@ -277,8 +280,15 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	f := settings.function
 	f.Spec = spec
 	f.Key = podcache.Key{Image: spec.Image, TemplateVersion: spec.Templates.Version(), Overrides: settings.overridesHash}
+	// The pods' metrics name the function as the table does ("": other).
+	f.Label, _ = tables.FunctionName(ref)
 
-	lease, err := s.cache.Acquire(ctx, f)
+	actx, span := telemetry.Start(ctx, "pod acquire", telemetry.AttrImage.String(spec.Image))
+	lease, err := s.cache.Acquire(actx, f)
+	if err == nil {
+		span.SetAttributes(telemetry.AttrPod.String(lease.Pod))
+	}
+	telemetry.End(span, err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("function %q: no pod was ready before the deadline: %w", image, err)
@@ -352,12 +362,14 @@ func warmUpImages(tables *executortable.Tables) []string {
 type Conns struct {
 	mu      sync.Mutex
 	maxSize int
+	opts    []grpc.DialOption
 	conns   map[string]*grpc.ClientConn
 }
 
-// NewConns returns an empty pool whose connections carry messages up to maxSize bytes.
-func NewConns(maxSize int) *Conns {
-	return &Conns{maxSize: maxSize, conns: map[string]*grpc.ClientConn{}}
+// NewConns returns an empty pool whose connections carry messages up to
+// maxSize bytes, dialled with opts added (e.g. the trace's stats handler).
+func NewConns(maxSize int, opts ...grpc.DialOption) *Conns {
+	return &Conns{maxSize: maxSize, opts: opts, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Get returns the pod's connection, dialing it the first time.
@@ -369,8 +381,8 @@ func (c *Conns) Get(pod, address string) (*grpc.ClientConn, error) {
 	} else if ok {
 		conn.Close()
 	}
-	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxSize), grpc.MaxCallSendMsgSize(c.maxSize)))
+	conn, err := grpc.NewClient(address, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxSize), grpc.MaxCallSendMsgSize(c.maxSize))}, c.opts...)...)
 	if err != nil {
 		return nil, err
 	}

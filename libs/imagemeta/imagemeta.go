@@ -27,7 +27,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
 // Metadata is what the pod-manager needs to know about an image.
@@ -238,6 +241,12 @@ type cleanedError struct {
 func (e *cleanedError) Error() string { return e.msg }
 func (e *cleanedError) Unwrap() error { return e.registry }
 
+// lookup counts a lookup's result and names it on the call's span.
+func (r *Resolver) lookup(ctx context.Context, result string) {
+	r.lookups.WithLabelValues(result).Inc()
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrCache.String(result))
+}
+
 // Resolve returns the image's metadata, from the cache while it is fresh.
 func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) {
 	r.mu.Lock()
@@ -246,15 +255,19 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	now := r.now()
 	if ok && c.fresh(now) {
 		if c.err != nil {
-			r.lookups.WithLabelValues(resultNegative).Inc()
+			r.lookup(ctx, resultNegative)
 		} else {
-			r.lookups.WithLabelValues(resultHit).Inc()
+			r.lookup(ctx, resultHit)
 		}
 		return c.meta, c.err
 	}
 	// One registry request per image at a time; the others wait for it,
 	// each no longer than its own context. It runs on a context of its own,
 	// so that one caller giving up does not fail the others.
+	asked := time.Now()
+	defer func() {
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRegistrySecs.Float64(time.Since(asked).Seconds()))
+	}()
 	ch := r.flight.DoChan(image, func() (any, error) {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -264,12 +277,12 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		r.lookups.WithLabelValues(resultError).Inc()
+		r.lookup(ctx, resultError)
 		return Metadata{}, fmt.Errorf("image %q: waiting for the registry: %w", image, ctx.Err())
 	}
 	err := res.Err
 	if err == nil {
-		r.lookups.WithLabelValues(resultMiss).Inc()
+		r.lookup(ctx, resultMiss)
 		return res.Val.(Metadata), nil
 	}
 	var re *RegistryError
@@ -279,10 +292,10 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 	case ok && c.err == nil:
 		// The registry failed (down, throttling): what it said last is
 		// better than nothing.
-		r.lookups.WithLabelValues(resultStale).Inc()
+		r.lookup(ctx, resultStale)
 		return c.meta, nil
 	}
-	r.lookups.WithLabelValues(resultError).Inc()
+	r.lookup(ctx, resultError)
 	return Metadata{}, err
 }
 

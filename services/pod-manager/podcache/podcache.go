@@ -59,6 +59,8 @@ type Backend interface {
 type Lease struct {
 	Pod     string
 	Address string
+	// Cold says the call waited for its pod to start.
+	Cold    bool
 	release func()
 }
 
@@ -563,7 +565,9 @@ func (l *loop) handle(e event) {
 		}
 		p.running++
 		p.lastUsed = l.c.now()
-		r.reply <- reply{lease: l.lease(p)}
+		lease := l.lease(p)
+		lease.Cold = true
+		r.reply <- reply{lease: lease}
 	}
 	// Room left by waiting calls that gave up is a queued call's.
 	l.dequeue(p.fn)

@@ -286,7 +286,7 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	actx, span := telemetry.Start(ctx, "pod acquire", telemetry.AttrImage.String(spec.Image))
 	lease, err := s.cache.Acquire(actx, f)
 	if err == nil {
-		span.SetAttributes(telemetry.AttrPod.String(lease.Pod))
+		span.SetAttributes(telemetry.AttrPod.String(lease.Pod), telemetry.AttrPodCold.Bool(lease.Cold))
 	}
 	telemetry.End(span, err)
 	switch {

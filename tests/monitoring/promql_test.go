@@ -30,17 +30,9 @@ func stripThreshold(expr string) (lhs, op string, threshold float64, err error) 
 		c := expr[i]
 		switch c {
 		case '"', '\'', '`':
-			// A string: skip to its end (backquoted ones have no escapes).
-			j := i + 1
-			for ; j < len(expr) && expr[j] != c; j++ {
-				if expr[j] == '\\' && c != '`' {
-					j++
-				}
+			if i, err = stringEnd(expr, i); err != nil {
+				return "", "", 0, err
 			}
-			if j >= len(expr) {
-				return "", "", 0, fmt.Errorf("unterminated string in %q", expr)
-			}
-			i = j
 			continue
 		case '(', '{', '[':
 			depth++
@@ -89,14 +81,9 @@ func dropComments(expr string) (string, error) {
 		c := expr[i]
 		switch c {
 		case '"', '\'', '`':
-			j := i + 1
-			for ; j < len(expr) && expr[j] != c; j++ {
-				if expr[j] == '\\' && c != '`' {
-					j++
-				}
-			}
-			if j >= len(expr) {
-				return "", fmt.Errorf("unterminated string in %q", expr)
+			j, err := stringEnd(expr, i)
+			if err != nil {
+				return "", err
 			}
 			b.WriteString(expr[i : j+1])
 			i = j
@@ -110,6 +97,22 @@ func dropComments(expr string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// stringEnd is the index of the quote that ends the PromQL string starting
+// at expr[i] (backquoted strings have no escapes).
+func stringEnd(expr string, i int) (int, error) {
+	q := expr[i]
+	j := i + 1
+	for ; j < len(expr) && expr[j] != q; j++ {
+		if expr[j] == '\\' && q != '`' {
+			j++
+		}
+	}
+	if j >= len(expr) {
+		return 0, fmt.Errorf("unterminated string in %q", expr)
+	}
+	return j, nil
 }
 
 var metricNameRE = regexp.MustCompile(`\bfnrunner_[a-z0-9_]+\b`)

@@ -174,26 +174,26 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			{"binary executor, --sandbox=base,landlock,uid,userns", "go,pod", "base,landlock,uid,userns"},
 			{"binary executor, --sandbox=base,landlock,uid,userns,cgroup", "go,pod", "base,landlock,uid,userns,cgroup"},
 		} {
-			traced := strings.Contains(ex.name, "tracing on")
-			if traced {
-				// The services export every span to a receiver here, as
-				// OTEL_* variables configure them in a cluster.
+			// With tracing on, the services export every span to a
+			// receiver here, as OTEL_* variables configure them in a
+			// cluster (they take the environment at start).
+			var traceEnv map[string]string
+			if strings.Contains(ex.name, "tracing on") {
 				sink, err := tracesink.New()
 				if err != nil {
 					return err
 				}
-				for k, v := range sink.Env() {
-					os.Setenv(k, v)
-				}
 				defer sink.Close()
+				traceEnv = sink.Env()
+			}
+			for k, v := range traceEnv {
+				os.Setenv(k, v)
 			}
 			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
 				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},
 				BinaryRunnerArgs: []string{"--sandbox=" + ex.sandbox}})
-			if traced {
-				for k := range (&tracesink.Sink{}).Env() {
-					os.Unsetenv(k)
-				}
+			for k := range traceEnv {
+				os.Unsetenv(k)
 			}
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/mem"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -62,8 +63,9 @@ type Options struct {
 // function's exit code, and reports on its Reports pipe its own failures
 // (the function never ran) and the signal that killed the function.
 type Wrapper interface {
-	// Start starts the call's process: possibly one started ahead of
-	// time, which gets the call now.
+	// Start starts the call's process, in a private directory it makes
+	// (Call.Prepare): possibly one started ahead of time, which gets the
+	// call now.
 	Start(c Call) (*Started, error)
 	// Report reads what the wrapper wrote on its Reports pipe: the signal
 	// that killed the function (0 if none), and the wrapper's own failure
@@ -71,16 +73,56 @@ type Wrapper interface {
 	Report(out []byte) (syscall.Signal, error)
 }
 
-// Call is what a Wrapper is asked to run.
+// Call is what a Wrapper is asked to run: a function as Run was given it,
+// before its private directory exists (Prepare makes one).
 type Call struct {
 	// Argv is the function's command line.
 	Argv []string
-	// PrivateDir is the call's own writable directory.
-	PrivateDir string
-	// WorkDir is the function's working directory.
+	// Dir, when set, is the working directory instead of the private one
+	// (Options.Dir).
+	Dir string
+	// Env is added to the clean environment (Options.Env).
+	Env []string
+	// TempDir is where the private directory is made (Options.TempDir).
+	TempDir string
+}
+
+// ErrPrivateDir is wrapped by Prepare's errors.
+var ErrPrivateDir = errors.New("private working directory")
+
+// Private is a call's private directory, with the working directory and
+// the whole environment the function gets.
+type Private struct {
+	// Dir is the private directory (an absolute path), the function's
+	// HOME and TMPDIR.
+	Dir string
+	// WorkDir is the function's working directory: Dir, or Call.Dir.
 	WorkDir string
 	// Env is the function's whole environment.
 	Env []string
+}
+
+// Prepare makes c's private directory below c.TempDir; the caller removes
+// it (os.RemoveAll(p.Dir)) when the call has ended.
+func (c Call) Prepare() (Private, error) {
+	dir, err := os.MkdirTemp(c.TempDir, "fn-")
+	if err != nil {
+		return Private{}, fmt.Errorf("%w: %w", ErrPrivateDir, err)
+	}
+	p := Private{Dir: dir, WorkDir: c.Dir}
+	// A sandbox's helper does not start in the runner's directory.
+	if p.Dir, err = filepath.Abs(dir); err == nil && c.Dir != "" {
+		p.WorkDir, err = filepath.Abs(c.Dir)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return Private{}, fmt.Errorf("%w: %w", ErrPrivateDir, err)
+	}
+	if p.WorkDir == "" {
+		p.WorkDir = p.Dir
+	}
+	p.Env = dedupEnv(append([]string{"PATH=" + defaultPath, "HOME=" + p.Dir, "TMPDIR=" + p.Dir}, c.Env...))
+	return p, nil
 }
 
 // Started is a wrapper's process running one call. Run owns and closes
@@ -91,8 +133,12 @@ type Started struct {
 	// output, Reports the wrapper's (the runner's ends of the pipes).
 	Stdin                   io.WriteCloser
 	Stdout, Stderr, Reports io.ReadCloser
-	// Release is called once the call has ended.
-	Release func()
+	// Prestarted says the function's process was started before the call
+	// came (it waited for its input).
+	Prestarted bool
+	// Release is called once the call has ended (its private directory
+	// may go), saying whether the function exited 0 in time.
+	Release func(succeeded bool)
 }
 
 // Binary is a function binary as a runtime: Run runs Argv on one
@@ -140,34 +186,27 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	if opts.MaxLogBytes <= 0 {
 		opts.MaxLogBytes = DefaultMaxLogBytes
 	}
-	dir, err := os.MkdirTemp(opts.TempDir, "fn-")
-	if err != nil {
-		return nil, fmt.Errorf("private working directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	// A sandbox's helper does not start in the runner's directory.
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, fmt.Errorf("private working directory: %w", err)
-	}
-
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
-	workDir := dir
-	if opts.Dir != "" {
-		if workDir, err = filepath.Abs(opts.Dir); err != nil {
-			return nil, fmt.Errorf("working directory: %w", err)
-		}
-	}
-	env := dedupEnv(append([]string{"PATH=" + defaultPath, "HOME=" + dir, "TMPDIR=" + dir}, opts.Env...))
+	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir}
 	var state *os.ProcessState
 	var killedBy syscall.Signal
+	var err error
 	if opts.Sandbox != nil {
-		state, killedBy, err = runWrapped(runCtx, opts.Sandbox, Call{Argv: argv, PrivateDir: dir, WorkDir: workDir, Env: env}, stdin, stdout, stderr)
+		state, killedBy, err = runWrapped(runCtx, opts.Sandbox, call, stdin, stdout, stderr)
 	} else {
-		state, err = runBare(runCtx, argv, workDir, env, stdin, stdout, stderr)
+		var p Private
+		if p, err = call.Prepare(); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(p.Dir)
+		state, err = runBare(runCtx, argv, p.WorkDir, p.Env, stdin, stdout, stderr)
+	}
+	if errors.Is(err, ErrPrivateDir) {
+		return nil, err
 	}
 	if errors.Is(err, fnresult.ErrStart) {
 		return nil, err
@@ -231,10 +270,15 @@ func runBare(ctx context.Context, argv []string, dir string, env []string, stdin
 // copies are over when it returns (the input may be freed).
 func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, syscall.Signal, error) {
 	st, err := w.Start(c)
+	if errors.Is(err, ErrPrivateDir) {
+		return nil, 0, err
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
-	defer st.Release()
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrPrestarted.Bool(st.Prestarted))
+	succeeded := false
+	defer func() { st.Release(succeeded) }()
 	defer st.Reports.Close()
 	stdinDone := make(chan struct{})
 	go func() {
@@ -305,6 +349,7 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
+	succeeded = state.Success() && sig == 0 && ctx.Err() == nil
 	return state, sig, nil
 }
 

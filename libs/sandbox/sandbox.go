@@ -101,6 +101,9 @@ type Flags struct {
 	// WarmHelpers is how many helpers wait, started ahead of time, for
 	// the next calls.
 	WarmHelpers int
+	// PrestartedFunctions is how many function processes wait, started
+	// ahead of time in their sandbox, for the next call of their function.
+	PrestartedFunctions int
 	// TempDir is where the runner makes each call's private directory
 	// ("" = os.TempDir()): with the uid layer, every call's uid must be
 	// able to reach it.
@@ -116,6 +119,8 @@ type Defaults struct {
 	ReadOnly     []string
 	AnyConnect   bool
 	WarmHelpers  int
+	// PrestartedFunctions is --sandbox-prestarted-functions.
+	PrestartedFunctions int
 }
 
 // SystemReadOnly are the read-only paths of the binary-runner's functions:
@@ -142,6 +147,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 	}
 	fs.StringVar(&f.Mode, "sandbox", "auto", `Sandbox layers for function binaries: "auto" (each one this kernel and container allow; what is missing is logged), "none", or a comma-separated list of base, landlock, uid, userns and cgroup, each required: the service refuses to start when one is missing.`)
 	fs.IntVar(&f.WarmHelpers, "sandbox-warm-helpers", d.WarmHelpers, "Helpers (fnsandbox) started ahead of time, each waiting for one call, so that a call does not wait for a process to start; a call finding none ready starts its own. 0 = none.")
+	fs.IntVar(&f.PrestartedFunctions, "sandbox-prestarted-functions", d.PrestartedFunctions, "Function processes started ahead of time in their sandbox, each waiting on its standard input for the next call of its function (same binary file, arguments, environment), so that the call skips the process's start. After a call that succeeded one is started for its function, the least recently used giving way when all are in use. One that exits, uses more than 1s of CPU or starts a process not reading the call's input before its call comes is ended, and its function is not started ahead again. Needs a sandbox (not --sandbox=none). 0 = none.")
 	fs.StringVar(&f.Helper, "sandbox-helper", helper, "The fnsandbox executable (default: fnsandbox beside this service's executable).")
 	fs.Uint64Var(&f.Limits.Processes, "sandbox-max-processes", f.Limits.Processes, "Processes and threads of a call together: its cgroup's pids.max (cgroup layer) and RLIMIT_NPROC of its uid (uid layer; without it RLIMIT_NPROC would count the runner's own threads and every call's, so it is not set); 0 = not set.")
 	fs.Uint64Var(&f.MemoryMax, "sandbox-max-memory", d.MemoryMax, "Memory of all a call's processes together, in bytes (cgroup layer; beyond it the kernel kills one of them); 0 = not set.")
@@ -217,6 +223,9 @@ type Sandbox struct {
 
 	uids *uidPool
 	warm *warmPool
+	pre  *prestartPool
+	// starts counts calls by how their function started.
+	starts *prometheus.CounterVec
 }
 
 // Open finds out which layers are available, decides which to use by
@@ -278,7 +287,8 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, warm: newWarmPool(f.Helper, f.WarmHelpers, log), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: f.Helper, warm: newWarmPool(f.Helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s.pre = newPrestartPool(f.PrestartedFunctions, log)
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
 	} else {
@@ -371,12 +381,25 @@ func Probe(ctx context.Context, helper string) (spec.Report, error) {
 	return spec.ParseReport(string(out))
 }
 
-// Close ends the helpers started ahead of time (--sandbox-warm-helpers);
-// calls after it start their own.
+// Close ends the helpers and function processes started ahead of time
+// (--sandbox-warm-helpers, --sandbox-prestarted-functions); calls after it
+// start their own.
 func (s *Sandbox) Close() {
 	if s.warm != nil {
 		s.warm.close()
 	}
+	if s.pre != nil {
+		s.pre.close()
+	}
+}
+
+// Prestarted is how many function processes are started, or starting,
+// ahead of their calls.
+func (s *Sandbox) Prestarted() int {
+	if s.pre == nil {
+		return 0
+	}
+	return s.pre.len()
 }
 
 // Layers are the layers in use.
@@ -394,27 +417,93 @@ func (s *Sandbox) LayerNames() []string {
 // Enabled says whether functions run in the sandbox at all.
 func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 
-// Start runs c in the sandbox (fnexec.Wrapper): a warm helper gets the
-// call, or a new one is started when none is ready.
+// Start runs c in the sandbox (fnexec.Wrapper): a process of c's function
+// started ahead of time gets the call when there is one
+// (--sandbox-prestarted-functions); otherwise a warm helper, or a new one
+// when none is ready, starts it now.
 func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
-	sp, release, err := s.spec(c.Argv, c.PrivateDir)
+	key, keyErr := s.functionKey(c)
+	if keyErr == nil {
+		if st := s.pre.take(key); st != nil {
+			s.starts.WithLabelValues("prestarted").Inc()
+			s.afterCall(st, key, c)
+			return st, nil
+		}
+	}
+	st, err := s.start(c)
 	if err != nil {
 		return nil, err
 	}
-	sp.WorkDir, sp.Env = c.WorkDir, c.Env
-	if sp.Env == nil {
-		sp.Env = []string{}
+	s.starts.WithLabelValues("now").Inc()
+	if keyErr == nil {
+		s.afterCall(st, key, c)
+	} else {
+		release := st.Release
+		st.Release = func(ok bool) { release(ok); s.warm.refill() }
 	}
+	return st, nil
+}
+
+// afterCall makes st's release also start the next helpers and, after a
+// call that succeeded, a process of the same function for the next call.
+func (s *Sandbox) afterCall(st *fnexec.Started, key string, c fnexec.Call) {
+	release := st.Release
+	st.Release = func(succeeded bool) {
+		release(succeeded)
+		s.warm.refill()
+		if succeeded {
+			s.pre.refill(key, c.Argv[0], func() (*fnexec.Started, error) { return s.start(c) })
+		}
+	}
+}
+
+// start starts c's function in a private directory of its own, through a
+// warm helper or a new one. The Started's Release removes the directory
+// and gives back the call's uid.
+func (s *Sandbox) start(c fnexec.Call) (*fnexec.Started, error) {
+	p, err := c.Prepare()
+	if err != nil {
+		return nil, err
+	}
+	sp, release, err := s.spec(c.Argv, p.Dir)
+	if err != nil {
+		os.RemoveAll(p.Dir)
+		return nil, err
+	}
+	sp.WorkDir, sp.Env = p.WorkDir, p.Env
 	st, err := s.warm.run(sp.Encode())
 	if err != nil {
 		release()
+		os.RemoveAll(p.Dir)
 		return nil, err
 	}
-	st.Release = func() {
+	st.Release = func(bool) {
 		release()
-		s.warm.refill()
+		os.RemoveAll(p.Dir)
 	}
 	return st, nil
+}
+
+// functionKey names what makes two calls the same function's for a
+// process started ahead of time: the command line, environment and
+// directories, the ports it may connect to, and the binary file itself (a
+// replaced binary is another function).
+func (s *Sandbox) functionKey(c fnexec.Call) (string, error) {
+	bin, err := exec.LookPath(c.Argv[0])
+	if err != nil {
+		return "", err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(bin, &st); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d:%d:%d:%d.%d\x00%v:%t\x00%s\x00%s", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, s.ports, s.anyPort, c.Dir, c.TempDir)
+	for _, part := range [][]string{c.Argv, c.Env} {
+		b.WriteString("\x00\x00")
+		b.WriteString(strings.Join(part, "\x00"))
+	}
+	return b.String(), nil
 }
 
 // spec is the helper's spec for argv with dir as its private, writable
@@ -511,7 +600,24 @@ func (s *Sandbox) Collector() prometheus.Collector {
 		}
 		used.WithLabelValues(string(l)).Set(inUse)
 	}
-	return collectors{available, used}
+	starts := s.starts
+	if starts == nil { // --sandbox=none
+		starts = newStartsCounter()
+	}
+	return collectors{available, used, starts, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fnrunner_sandbox_prestarted_functions",
+		Help: "Function processes started, or starting, ahead of their calls (--sandbox-prestarted-functions).",
+	}, func() float64 { return float64(s.Prestarted()) })}
+}
+
+func newStartsCounter() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fnrunner_sandbox_function_starts_total",
+		Help: `Sandboxed function calls by how the function's process started: "prestarted" (before the call came, --sandbox-prestarted-functions) or "now".`,
+	}, []string{"start"})
+	c.WithLabelValues("prestarted")
+	c.WithLabelValues("now")
+	return c
 }
 
 type collectors []prometheus.Collector

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
@@ -203,16 +201,10 @@ func startHelper(helper string) (*warmHelper, error) {
 	return &warmHelper{proc: proc, stdin: ours[0], stdout: ours[1], stderr: ours[2], reports: ours[3], call: ours[4]}, nil
 }
 
-// exited says whether the helper has ended, without reaping it.
-func (h *warmHelper) exited() bool {
-	// With nothing to report, waitid leaves info zeroed (as Linux
-	// does); an ended child's is SIGCHLD's. A helper whose threads are
-	// still ending is not reported yet (and may still hold its pipes):
-	// its call then fails as one killed while running would.
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, h.proc.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return err != nil || info.Signo == int32(unix.SIGCHLD)
-}
+// exited says whether the helper has ended, without reaping it. A helper
+// whose threads are still ending is not reported yet (and may still hold
+// its pipes): its call then fails as one killed while running would.
+func (h *warmHelper) exited() bool { return exited(h.proc.Pid) }
 
 // discard ends an unused helper: with its call pipe closed it exits.
 func (h *warmHelper) discard() {

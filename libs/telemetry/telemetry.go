@@ -319,6 +319,7 @@ const (
 	AttrBytesIn        = attribute.Key("fnrunner.function.bytes_in")
 	AttrBytesOut       = attribute.Key("fnrunner.function.bytes_out")
 	AttrSandboxLayers  = attribute.Key("fnrunner.sandbox.layers")
+	AttrPrestarted     = attribute.Key("fnrunner.function.prestarted")
 	AttrGRPCStatusCode = attribute.Key("rpc.grpc.status_code")
 )
 

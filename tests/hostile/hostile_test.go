@@ -123,8 +123,8 @@ type world struct {
 func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlock,uid") }
 
 // startWith starts the stack with runner as the binary-runner ("" for the
-// real one) and sandbox as its --sandbox flag.
-func startWith(t *testing.T, runner, sandbox string) *world {
+// real one) and args (its --sandbox flag first) added to its flags.
+func startWith(t *testing.T, runner string, args ...string) *world {
 	// Function binaries and the calls' temp dirs where every call's uid
 	// reaches them (Bazel's temp dir is below root's private home).
 	root, err := os.MkdirTemp("/tmp", "hostile-")
@@ -154,11 +154,11 @@ func startWith(t *testing.T, runner, sandbox string) *world {
 		Functions:    extra,
 		InternalArgs: certs.Args(),
 		BinaryRunner: runner,
-		BinaryRunnerArgs: []string{
-			sandbox, "--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
+		BinaryRunnerArgs: append([]string{
+			"--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
 			"--sandbox-max-processes=64", "--sandbox-max-file-size=8388608",
 			"--starlark-allowed-hosts=" + allowed.Listener.Addr().String(),
-		},
+		}, args...),
 	})
 	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, accepted: make(chan struct{}, 100), allowedURL: allowed.URL}
 	for _, name := range []string{"gateway", "binary-runner", "config-reconciler"} {
@@ -393,11 +393,19 @@ trap 'pkill -TERM -P $child; wait $child; exit 0' TERM
 wait $child
 `), 0o755))
 	for _, tc := range []struct {
-		sandbox      string
-		wantEscapees bool
-	}{{"base,landlock,uid", false}, {"none", true}} {
-		t.Run("--sandbox="+tc.sandbox, func(t *testing.T) {
-			w := startWith(t, wrapper, "--sandbox="+tc.sandbox)
+		args                         []string
+		wantEscapees, wantPrestarted bool
+	}{
+		{args: []string{"--sandbox=base,landlock,uid"}},
+		// Functions started ahead of their calls: the escapee and the
+		// orphan start their child before reading their input, so they
+		// are ended and not started ahead again; the ordinary starlark
+		// one waits below its helper.
+		{args: []string{"--sandbox=base,landlock,uid", "--sandbox-prestarted-functions=4"}, wantPrestarted: true},
+		{args: []string{"--sandbox=none"}, wantEscapees: true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			w := startWith(t, wrapper, tc.args...)
 			for i := 0; i < 3; i++ {
 				for _, image := range []string{"example.com/hostile/escapee:v1", "example.com/hostile/orphan:v1"} {
 					_, err := w.call(image, input(nil), 30*time.Second)
@@ -416,6 +424,22 @@ wait $child
 			}
 			assert.Eventually(t, func() bool { return len(othersInNamespace(t, pid1)) == 0 }, 10*time.Second, 50*time.Millisecond,
 				"left in the runner's pid namespace: %v", othersInNamespace(t, pid1))
+			if tc.wantPrestarted {
+				ns, err := os.Readlink("/proc/" + strconv.Itoa(pid1) + "/ns/pid")
+				require.NoError(t, err)
+				var started []string
+				assert.Eventually(t, func() bool {
+					all := procstat.List(func(p procstat.Process) bool { return p.PIDNamespace == ns })
+					waiting := waitingForACall(all, func(p procstat.Process) bool { return p.PPID == pid1 }, 8)
+					started = nil
+					for _, p := range all {
+						if waiting[p.PID] && !strings.Contains(p.Cmdline, "fnsandbox") {
+							started = append(started, p.Cmdline)
+						}
+					}
+					return len(started) == 1 && strings.Contains(started[0], "starlark")
+				}, 10*time.Second, 50*time.Millisecond, "only the starlark function waits for its next call: %v", started)
+			}
 		})
 	}
 }
@@ -450,23 +474,46 @@ func pids(ps []procstat.Process) []int {
 }
 
 // othersInNamespace lists the processes in pid1's pid namespace other
-// than pid1, with their state (Z: a zombie).
+// than pid1, with their state (Z: a zombie), and other than the runner's
+// helpers that wait for a call: idle (--sandbox-warm-helpers, 4) or with
+// a function's process started ahead of its call
+// (--sandbox-prestarted-functions, 4) below them.
 func othersInNamespace(t *testing.T, pid1 int) []string {
 	t.Helper()
 	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid1) + "/ns/pid")
 	require.NoError(t, err)
+	all := procstat.List(func(p procstat.Process) bool { return p.PIDNamespace == ns && p.PID != pid1 })
+	waiting := waitingForACall(all, func(p procstat.Process) bool { return p.PPID == pid1 }, 8)
 	var out []string
-	warm := 0
-	for _, p := range procstat.List(func(p procstat.Process) bool { return p.PIDNamespace == ns && p.PID != pid1 }) {
-		// The runner's helpers waiting for their calls
-		// (--sandbox-warm-helpers, 4) are its own, not a call's.
-		if p.PPID == pid1 && p.State == 'S' && strings.HasSuffix(p.Cmdline, "fnsandbox "+spec.Warm) && warm < 4 {
-			warm++
+	for _, p := range all {
+		if waiting[p.PID] && p.State != 'Z' {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %c %s", p.PID, p.State, p.Cmdline))
 	}
 	return out
+}
+
+// waitingForACall is the set of the runner's helpers waiting for a call
+// (at most max of those top accepts), and every process below them: a
+// function's process started ahead of its call. A call's helper has ended
+// by the time the call is answered, so nothing of a call is below one.
+func waitingForACall(all []procstat.Process, top func(procstat.Process) bool, max int) map[int]bool {
+	set := map[int]bool{}
+	for _, p := range all {
+		if top(p) && p.State == 'S' && strings.HasSuffix(p.Cmdline, "fnsandbox "+spec.Warm) && len(set) < max {
+			set[p.PID] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, p := range all {
+			if !set[p.PID] && set[p.PPID] {
+				set[p.PID], grew = true, true
+			}
+		}
+	}
+	return set
 }
 
 // rawCodec sends bytes as they are, as an attacker's client would.

@@ -120,6 +120,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
 	smallN := fs.Int("small-n", 300, "Calls per small-input scenario.")
 	largeN := fs.Int("large-n", 20, "Calls per 3 MB scenario.")
+	pause := fs.Duration("pause", 50*time.Millisecond, "The pause between calls of the paced rows (not counted).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -156,24 +157,38 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var rows []row
 	for _, in := range inputs {
-		bare := load.Run(ctx, in.n, 1, func(context.Context) error {
+		bareCall := func(context.Context) error {
 			cmd := exec.Command(setNamespace)
 			cmd.Stdin = bytes.NewReader(in.data)
 			cmd.Stdout = io.Discard
 			return cmd.Run()
-		})
-		rows = append(rows, row{in.name + ", bare exec", bare})
+		}
+		rows = append(rows, row{in.name + ", bare exec", load.Run(ctx, in.n, 1, bareCall)})
+		rows = append(rows, row{fmt.Sprintf("%s, bare exec, %v between calls", in.name, *pause), load.Paced(ctx, in.n, *pause, bareCall)})
 		// The binary executor once per sandbox layer set (libs/sandbox).
-		for _, ex := range []struct{ name, disable, sandbox string }{
-			{"go executor", "binary,pod", "none"},
-			{"go executor, tracing on (OTLP to a receiver)", "binary,pod", "none"},
-			{"binary executor, --sandbox=none", "go,pod", "none"},
-			{"binary executor, --sandbox=base", "go,pod", "base"},
-			{"binary executor, --sandbox=base,landlock", "go,pod", "base,landlock"},
-			{"binary executor, --sandbox=base,landlock,uid", "go,pod", "base,landlock,uid"},
-			{"binary executor, --sandbox=base,landlock,uid,userns", "go,pod", "base,landlock,uid,userns"},
-			{"binary executor, --sandbox=base,landlock,uid,userns,cgroup", "go,pod", "base,landlock,uid,userns,cgroup"},
+		const prestarted = "--sandbox-prestarted-functions=4"
+		for _, ex := range []struct {
+			name, disable, sandbox string
+			extra                  []string
+			paced                  bool
+		}{
+			{name: "go executor", disable: "binary,pod", sandbox: "none"},
+			{name: "go executor, tracing on (OTLP to a receiver)", disable: "binary,pod", sandbox: "none"},
+			{name: "binary executor, --sandbox=none", disable: "go,pod", sandbox: "none"},
+			{name: "binary executor, --sandbox=base", disable: "go,pod", sandbox: "base"},
+			{name: "binary executor, --sandbox=base,landlock", disable: "go,pod", sandbox: "base,landlock"},
+			{name: "binary executor, --sandbox=base,landlock,uid", disable: "go,pod", sandbox: "base,landlock,uid"},
+			{name: "binary executor, --sandbox=base,landlock,uid,userns", disable: "go,pod", sandbox: "base,landlock,uid,userns"},
+			{name: "binary executor, --sandbox=base,landlock,uid,userns,cgroup", disable: "go,pod", sandbox: "base,landlock,uid,userns,cgroup"},
+			{name: "binary executor, --sandbox=none", disable: "go,pod", sandbox: "none", paced: true},
+			{name: "binary executor, --sandbox=base " + prestarted, disable: "go,pod", sandbox: "base", extra: []string{prestarted}},
+			{name: "binary executor, --sandbox=base " + prestarted, disable: "go,pod", sandbox: "base", extra: []string{prestarted}, paced: true},
+			{name: "binary executor, --sandbox=base,landlock,uid " + prestarted, disable: "go,pod", sandbox: "base,landlock,uid", extra: []string{prestarted}, paced: true},
+			{name: "binary executor, --sandbox=base,landlock,uid,userns,cgroup " + prestarted, disable: "go,pod", sandbox: "base,landlock,uid,userns,cgroup", extra: []string{prestarted}, paced: true},
 		} {
+			if ex.paced {
+				ex.name += fmt.Sprintf(", %v between calls", *pause)
+			}
 			// With tracing on, the services export every span to a
 			// receiver here, as OTEL_* variables configure them in a
 			// cluster (they take the environment at start).
@@ -191,7 +206,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			}
 			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
 				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},
-				BinaryRunnerArgs: []string{"--sandbox=" + ex.sandbox}})
+				BinaryRunnerArgs: append([]string{"--sandbox=" + ex.sandbox}, ex.extra...)})
 			for k := range traceEnv {
 				os.Unsetenv(k)
 			}
@@ -210,7 +225,11 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			}
 			call := load.Evaluate(pb.NewFunctionEvaluatorClient(conn), "set-namespace:v0.4.5", in.data, time.Minute)
 			_ = load.Run(ctx, 3, 1, call) // warm the connection and caches
-			rows = append(rows, row{in.name + ", " + ex.name, load.Run(ctx, in.n, 1, call)})
+			stats := load.Run(ctx, in.n, 1, call)
+			if ex.paced {
+				stats = load.Paced(ctx, in.n, *pause, call)
+			}
+			rows = append(rows, row{in.name + ", " + ex.name, stats})
 			conn.Close()
 			if err := s.Stop(30 * time.Second); err != nil {
 				return err
@@ -219,18 +238,32 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "set-namespace v0.4.5, one call at a time; ratio = p50 / p50 of the bare exec of the same input\n\n")
 	fmt.Fprintf(out, "| scenario | n | errors | p50 | p90 | p99 | throughput | p50 ratio |\n|---|---|---|---|---|---|---|---|\n")
-	var base time.Duration
+	// Each row is compared with the bare exec of its input, a paced row
+	// with the paced one.
+	var base, pacedBase time.Duration
 	for _, r := range rows {
-		if strings.HasSuffix(r.scenario, "bare exec") {
+		paced := strings.HasSuffix(r.scenario, "between calls")
+		switch {
+		case strings.HasSuffix(r.scenario, "bare exec"):
 			base = r.stats.P50
+		case strings.Contains(r.scenario, "bare exec,"):
+			pacedBase = r.stats.P50
+		}
+		b := base
+		if paced {
+			b = pacedBase
 		}
 		ratio := "-"
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2f", float64(r.stats.P50)/float64(base))
+		if b > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.stats.P50)/float64(b))
 		}
 		s := r.stats
-		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %.1f/s | %s |\n", r.scenario, s.Calls, s.Errors,
-			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), s.Throughput(), ratio)
+		throughput := fmt.Sprintf("%.1f/s", s.Throughput())
+		if paced {
+			throughput = "-" // the pauses are in the wall time
+		}
+		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %s | %s |\n", r.scenario, s.Calls, s.Errors,
+			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), throughput, ratio)
 	}
 	return nil
 }
@@ -241,6 +274,7 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 	function := fs.String("set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
 	n := fs.Int("n", 300, "Calls per row, one at a time.")
 	size := fs.Int("size", 2<<10, "Input size in bytes.")
+	pause := fs.Duration("pause", 50*time.Millisecond, "The pause between calls of the paced rows (not counted).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -270,28 +304,39 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		stats load.Stats
 	}
 	var rows []row
-	bare := load.Run(ctx, *n, 1, func(context.Context) error {
+	bareCall := func(context.Context) error {
 		cmd := exec.Command(*function)
 		cmd.Stdin = bytes.NewReader(input)
 		cmd.Stdout = io.Discard
 		return cmd.Run()
-	})
+	}
+	bare := load.Run(ctx, *n, 1, bareCall)
 	rows = append(rows, row{"bare exec (os/exec)", bare})
+	rows = append(rows, row{fmt.Sprintf("bare exec (os/exec), %v between calls", *pause), load.Paced(ctx, *n, *pause, bareCall)})
 	for _, r := range []struct {
-		mode string
-		warm int
+		mode      string
+		warm, pre int
+		paced     bool
 	}{
-		{"none", 0},
-		{"base", 0}, {"base", 4},
-		{"base,landlock", 4},
-		{"base,landlock,uid", 4},
-		{"base,landlock,uid,userns", 4},
-		{"base,landlock,uid,userns,cgroup", 4},
+		{"none", 0, 0, false},
+		{"base", 0, 0, false}, {"base", 4, 0, false},
+		{"base,landlock", 4, 0, false},
+		{"base,landlock,uid", 4, 0, false},
+		{"base,landlock,uid,userns", 4, 0, false},
+		{"base,landlock,uid,userns,cgroup", 4, 0, false},
+		{"base", 4, 4, false}, {"base", 4, 4, true},
+		{"base,landlock", 4, 4, true},
+		{"base,landlock,uid", 4, 4, true},
+		{"base,landlock,uid,userns", 4, 4, true},
+		{"base,landlock,uid,userns,cgroup", 4, 4, false}, {"base,landlock,uid,userns,cgroup", 4, 4, true},
 	} {
-		flags := sandbox.Flags{Mode: r.mode, Helper: *helper, WarmHelpers: r.warm, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
+		flags := sandbox.Flags{Mode: r.mode, Helper: *helper, WarmHelpers: r.warm, PrestartedFunctions: r.pre, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
 			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
 		sb, err := flags.Open(ctx, log)
-		name := fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d", r.mode, r.warm)
+		name := fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d --sandbox-prestarted-functions=%d", r.mode, r.warm, r.pre)
+		if r.paced {
+			name += fmt.Sprintf(", %v between calls", *pause)
+		}
 		if err != nil {
 			fmt.Fprintf(out, "%s: %v\n", name, err)
 			continue
@@ -301,10 +346,16 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 			opts.Sandbox = sb
 		}
 		time.Sleep(200 * time.Millisecond) // the warm helpers start
-		s := load.Run(ctx, *n, 1, func(ctx context.Context) error {
+		call := func(ctx context.Context) error {
 			_, err := fnexec.Run(ctx, []string{*function}, bytes.NewReader(input), opts)
 			return err
-		})
+		}
+		var s load.Stats
+		if r.paced {
+			s = load.Paced(ctx, *n, *pause, call)
+		} else {
+			s = load.Run(ctx, *n, 1, call)
+		}
 		sb.Close()
 		rows = append(rows, row{name, s})
 	}

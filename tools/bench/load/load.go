@@ -64,7 +64,30 @@ func Run(ctx context.Context, n, concurrency int, call Call) Stats {
 	}
 	close(next)
 	wg.Wait()
-	s := Stats{Calls: n, Wall: time.Since(start)}
+	return stats(lat, errs, time.Since(start))
+}
+
+// Paced runs n calls one at a time with pause between them, which is not
+// counted: traffic that leaves the runner idle between calls, as porch
+// rendering packages does.
+func Paced(ctx context.Context, n int, pause time.Duration, call Call) Stats {
+	lat := make([]time.Duration, n)
+	errs := make([]error, n)
+	start := time.Now()
+	for i := range n {
+		if i > 0 {
+			time.Sleep(pause)
+		}
+		t := time.Now()
+		errs[i] = call(ctx)
+		lat[i] = time.Since(t)
+	}
+	return stats(lat, errs, time.Since(start))
+}
+
+func stats(lat []time.Duration, errs []error, wall time.Duration) Stats {
+	n := len(lat)
+	s := Stats{Calls: n, Wall: wall}
 	for _, err := range errs {
 		if err != nil {
 			s.Errors++

@@ -297,7 +297,26 @@ func cases(w *world) []hostileCase {
 			code: codes.OK},
 		{name: "deep YAML nesting (go executor)", image: "set-namespace:v0.4.5", input: deepNesting(), deadline: 30 * time.Second,
 			code: codes.InvalidArgument},
+		// A list that is its own item: an endless tree through its
+		// alias, which yaml.v3 parses. Following it overflowed the
+		// binary-runner's stack (a fatal error) in set-annotations and
+		// ensure-name-substring.
+		{name: "YAML alias cycle (set-annotations)", image: "set-annotations:v0.1.5", input: aliasCycle("a: b"), deadline: 30 * time.Second,
+			code: codes.Internal, message: "too much work for the input"},
+		{name: "YAML alias cycle (ensure-name-substring)", image: "ensure-name-substring:v0.1.1", input: aliasCycle("prepend: dev-"), deadline: 30 * time.Second,
+			code: codes.Internal, message: "too much work for the input"},
+		{name: "YAML alias cycle in metadata (set-labels)", image: "set-labels:v0.2.2", input: strings.Replace(aliasCycle("a: b"), "metadata: {name: cycle}", "metadata: &m {name: cycle, labels: {a: *m}}", 1), deadline: 30 * time.Second,
+			// kyaml's label setter panics on the alias: the call fails,
+			// the binary-runner goes on.
+			code: codes.Internal, message: "unhandled yaml node kind"},
 	}
+}
+
+// aliasCycle is a ResourceList whose ConfigMap holds a list that is its own
+// item, for a function configured by a ConfigMap with data.
+func aliasCycle(data string) string {
+	return "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: fc}\n  data: {" + data + "}\n" +
+		"items:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: cycle}\n  data:\n    a: &x [*x]\n"
 }
 
 func TestHostile(t *testing.T) {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"sigs.k8s.io/kustomize/kyaml/yaml"
-
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
@@ -15,7 +13,7 @@ import (
 // its budget.
 var ErrTooLarge = errors.New("too much work for the input")
 
-// maxConfigBytes bounds an EnsureNameSubstring (see textBytes), which is
+// maxConfigBytes bounds an EnsureNameSubstring (see treesize.TextBytes), which is
 // read through JSON at a cost of hundreds of bytes for each of its bytes.
 const maxConfigBytes = 256 << 10
 
@@ -64,62 +62,4 @@ func (b *budget) spend(n int) error {
 func pathBytes(path string) int {
 	steps := strings.Count(path, "/") + 1
 	return (1+steps)<<10 + 16*steps*steps
-}
-
-// textBytes is the size of the tree under n as YAML, roughly: its text and
-// a few bytes a node.
-func textBytes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	size := 4 + len(n.Value) + len(n.Anchor) + len(n.HeadComment) + len(n.LineComment) + len(n.FootComment)
-	for _, c := range n.Content {
-		size += textBytes(c)
-	}
-	return size
-}
-
-// aliasBytes is what going through the tree under n costs beyond its own
-// nodes, kustomize's field specs following its aliases: nodeBytes for
-// each node reached through an alias.
-func aliasBytes(n *yaml.Node) int {
-	a := aliases{}
-	a.reached(n)
-	return a.extra * nodeBytes
-}
-
-// aliases counts the nodes reached through aliases: extra, saturating at
-// maxReached. reach remembers, for each anchored node, the nodes under it,
-// aliases followed.
-type aliases struct {
-	reach map[*yaml.Node]int
-	extra int
-}
-
-const maxReached = 1 << 40
-
-// reached is the nodes under n, aliases followed.
-func (a *aliases) reached(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	if n.Kind == yaml.AliasNode {
-		r := a.reached(n.Alias)
-		a.extra = min(a.extra+r, maxReached)
-		return min(1+r, maxReached)
-	}
-	if r, ok := a.reach[n]; ok {
-		return r
-	}
-	r := 1
-	for _, c := range n.Content {
-		r = min(r+a.reached(c), maxReached)
-	}
-	if n.Anchor != "" {
-		if a.reach == nil {
-			a.reach = map[*yaml.Node]int{}
-		}
-		a.reach[n] = r
-	}
-	return r
 }

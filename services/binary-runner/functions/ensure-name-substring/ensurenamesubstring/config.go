@@ -8,6 +8,8 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // The function's own functionConfig kind.
@@ -118,11 +120,11 @@ func configFromCustom(o *fn.KubeObject) (*Config, error) {
 	return cfg, nil
 }
 
-// configBytes is textBytes of o's tree, read in place: o is left an object
+// configBytes is treesize.TextBytes of o's tree, read in place: o is left an object
 // of the same nodes.
 func configBytes(o *fn.KubeObject) int {
 	n := o.MoveToResourceNode()
-	size := textBytes(n.YNode())
+	size := treesize.TextBytes(n.YNode())
 	*o = *fn.MoveToKubeObject(n)
 	return size
 }

@@ -198,6 +198,18 @@ func TestHostileInputs(t *testing.T) {
 		config:   custom("dev-", nameFields(10000, 1)),
 		items:    many(1, tiny),
 		tooLarge: "an EnsureNameSubstring of about",
+	}, {
+		// A list that is its own item: an endless tree, which following
+		// its aliases never ends (it overflowed the stack).
+		name:     "a list aliasing itself",
+		config:   prepend("dev-"),
+		items:    []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: &x [*x]\n"},
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "a Pod whose volumes are an item of themselves",
+		config:   prepend("dev-"),
+		items:    []string{tiny(0), "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: &v [{name: v, configMap: {name: c0}}, *v]\n"},
+		tooLarge: "names and references exceed",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

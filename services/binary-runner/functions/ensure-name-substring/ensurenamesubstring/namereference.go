@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/utils"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // nameReference says which fields of which kinds hold the name of a
@@ -68,7 +70,7 @@ func fixNameReferences(resources []*resource.Resource, b *budget) error {
 					if canSee, err = referable(r); err != nil {
 						return fmt.Errorf("%s: finding the resources it may refer to: %w", describe(r), err)
 					}
-					aliases = aliasBytes(r.YNode())
+					aliases = treesize.AliasBytes(r.YNode())
 				}
 				names, certain := referredNames(r, field)
 				referrals := candidatesNamed(resources, byName, names, canSee)

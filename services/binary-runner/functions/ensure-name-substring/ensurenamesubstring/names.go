@@ -8,6 +8,8 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 // namePath is the name field of every resource, in field spec form.
@@ -36,7 +38,7 @@ func ensureNames(resources []*resource.Resource, cfg *Config, b *budget) (rename
 			continue
 		}
 		what := describe(r)
-		if err := b.spend(aliasBytes(r.YNode())); err != nil {
+		if err := b.spend(treesize.AliasBytes(r.YNode())); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		for _, fs := range fields {

@@ -102,7 +102,7 @@ func annotateResource(r *resource.Resource, keys []string, annos map[string]stri
 	// The fields of r's kind only: kustomize's field spec filter leaves
 	// the others alone.
 	fields = selectedFields(r, fields)
-	cost := aliasBytes(r.YNode())
+	cost := treesize.AliasBytes(r.YNode())
 	for _, fs := range fields {
 		cost += pathBytes(fs.Path)
 	}

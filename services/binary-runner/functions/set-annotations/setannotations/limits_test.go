@@ -218,6 +218,18 @@ func TestHostileInputs(t *testing.T) {
 		config:   annotationsConfig(1, 1),
 		items:    []string{aliases},
 		tooLarge: "annotations to set exceed",
+	}, {
+		// A list that is its own item: an endless tree, which following
+		// its aliases never ends (it overflowed the stack).
+		name:     "a list aliasing itself",
+		config:   annotationsConfig(1, 1),
+		items:    []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: &x [*x]\n"},
+		tooLarge: "annotations to set exceed",
+	}, {
+		name:     "metadata aliasing itself",
+		config:   annotationsConfig(1, 1),
+		items:    []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: &m {name: c, labels: {a: *m}}\n"},
+		tooLarge: "annotations to set exceed",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,6 +53,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/treesize"
 )
 
 const (
@@ -110,7 +112,7 @@ func configure(o *fn.KubeObject) (*SetAnnotations, error) {
 	case apiVersion == APIVersion && (kind == Kind || kind == LegacyKind):
 		// Read through YAML text and JSON, at a cost of hundreds of
 		// bytes for each of its bytes.
-		if size := textBytes(rn.YNode()); size > maxConfigBytes {
+		if size := treesize.TextBytes(rn.YNode()); size > maxConfigBytes {
 			return nil, fmt.Errorf("%w: a %s of about %d bytes, more than %d", ErrTooLarge, kind, size, maxConfigBytes)
 		}
 		s, err := rn.String()

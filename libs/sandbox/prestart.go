@@ -27,6 +27,9 @@ const (
 	firstCheck = 100 * time.Millisecond
 	// idleCheck is how often the waiting processes are looked at after.
 	idleCheck = time.Second
+	// maxIdle is how long a process started ahead waits for its call
+	// before it is ended (it holds a call's memory, directory and uid).
+	maxIdle = 10 * time.Minute
 	// maxSkipped bounds the functions remembered as not to be started
 	// ahead.
 	maxSkipped = 1024
@@ -61,9 +64,10 @@ type prestartPool struct {
 
 // prestarted is a function process waiting for its call.
 type prestarted struct {
-	key  string
-	name string // the function's binary, for logs
-	st   *fnexec.Started
+	key   string
+	name  string // the function's binary, for logs
+	st    *fnexec.Started
+	since time.Time
 }
 
 func newPrestartPool(size int, log *slog.Logger) *prestartPool {
@@ -136,26 +140,28 @@ func (p *prestartPool) refill(key, name string, start func() (*fnexec.Started, e
 		go endPrestarted(evicted.st)
 	}
 	go func() {
+		defer close(done) // after a start that came too late is ended
 		st, err := start()
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		delete(p.starting, key)
-		defer close(done)
 		if err != nil {
+			p.mu.Unlock()
 			p.log.Debug("starting a function ahead of its call", "err", err)
 			return
 		}
 		if p.closed {
-			go endPrestarted(st)
+			p.mu.Unlock()
+			endPrestarted(st)
 			return
 		}
-		r := &prestarted{key: key, name: name, st: st}
+		r := &prestarted{key: key, name: name, st: st, since: time.Now()}
 		p.ready = append(p.ready, r)
 		time.AfterFunc(firstCheck, func() { p.inspect(r) })
 		if !p.checking {
 			p.checking = true
 			go p.check()
 		}
+		p.mu.Unlock()
 	}()
 }
 
@@ -194,11 +200,18 @@ func (p *prestartPool) inspect(r *prestarted) {
 	if exited(r.st.Process.Pid) {
 		why = "it exited before its call came"
 	} else if cpu, others := inspectTree(r.st.Process.Pid); others > 0 {
-		why = "it started a process with another standard input before its call came"
+		why = "it started a process that does not read the call's input (or whose input the runner may not see) before its call came"
 	} else if cpu > idleCPU {
 		why = "it used " + cpu.String() + " of CPU before its call came"
 	}
-	if why == "" || !p.remove(r) {
+	if why == "" {
+		if time.Since(r.since) > maxIdle && p.remove(r) {
+			// Not wrong, only unused: the next call starts another.
+			endPrestarted(r.st)
+		}
+		return
+	}
+	if !p.remove(r) {
 		return
 	}
 	p.skipKey(r.key, r.name, why)
@@ -229,12 +242,19 @@ func (p *prestartPool) skipKey(key, name, why string) {
 	p.log.Warn("function not started ahead of its calls any more", "function", name, "why", why)
 }
 
-// close ends every process waiting for its call.
+// close ends every process waiting for its call, and those being started.
 func (p *prestartPool) close() {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready, p.closed = nil, true
+	var starting []chan struct{}
+	for _, done := range p.starting {
+		starting = append(starting, done)
+	}
 	p.mu.Unlock()
+	for _, done := range starting {
+		<-done
+	}
 	var wg sync.WaitGroup
 	for _, r := range ready {
 		wg.Add(1)
@@ -282,11 +302,15 @@ func exited(pid int) bool {
 // as /proc says (the helper's own start included), and how many processes
 // below it have another standard input than pid's.
 func inspectTree(pid int) (time.Duration, int) {
-	stdin := func(p int) string {
-		l, _ := os.Readlink("/proc/" + strconv.Itoa(p) + "/fd/0")
-		return l
+	stdin := func(p int) (string, bool) {
+		l, err := os.Readlink("/proc/" + strconv.Itoa(p) + "/fd/0")
+		// One that ended meanwhile has no descriptors left; one the
+		// runner may not look into (a closed fd 0, not dumpable, another
+		// uid without CAP_SYS_PTRACE) is not known to read the input.
+		_, gone := os.Stat("/proc/" + strconv.Itoa(p))
+		return l, err == nil || gone != nil
 	}
-	input := stdin(pid)
+	input, _ := stdin(pid)
 	var ticks uint64
 	others := 0
 	seen := map[int]bool{}
@@ -298,8 +322,7 @@ func inspectTree(pid int) (time.Duration, int) {
 		}
 		seen[p] = true
 		ticks += processTicks(p)
-		// One that ended meanwhile has no descriptors left to read.
-		if in := stdin(p); p != pid && in != "" && in != input {
+		if in, ok := stdin(p); p != pid && (!ok || in != "" && in != input) {
 			others++
 		}
 		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
@@ -316,8 +339,9 @@ func inspectTree(pid int) (time.Duration, int) {
 	return time.Duration(ticks) * 10 * time.Millisecond, others
 }
 
-// processTicks is utime + stime of pid, all its threads together (the
-// 14th and 15th fields of /proc/<pid>/stat).
+// processTicks is the CPU time of pid, all its threads together, and of
+// the children it has reaped: utime, stime, cutime and cstime, the 14th to
+// 17th fields of /proc/<pid>/stat.
 func processTicks(pid int) uint64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -329,10 +353,13 @@ func processTicks(pid int) uint64 {
 		return 0
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0
 	}
-	u, _ := strconv.ParseUint(f[11], 10, 64)
-	s, _ := strconv.ParseUint(f[12], 10, 64)
-	return u + s
+	var ticks uint64
+	for _, v := range f[11:15] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		ticks += n
+	}
+	return ticks
 }

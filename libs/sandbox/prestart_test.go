@@ -137,24 +137,32 @@ func TestPrestartedProcessOnlyForTheSameFunction(t *testing.T) {
 	assert.Contains(t, got, "v2 a", "the replaced binary ran, not the process started before")
 }
 
-// A process started ahead that works before its call comes (here: spins)
-// is ended, and its function is not started ahead again.
+// A process started ahead that works before its call comes (spins, itself
+// or in children that end before they are seen) is ended, and its function
+// is not started ahead again.
 func TestPrestartedProcessBusyBeforeItsCallIsEnded(t *testing.T) {
-	mark := filepath.Join(tempRoot(t), "mark")
-	fx := newPrestartFixture(t, "base", `if [ -e "$MARK" ]; then rm -f "$MARK"; while :; do :; done; fi
+	for name, spin := range map[string]string{
+		"itself":                  "while :; do :; done",
+		"in short-lived children": "while :; do (i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done); done",
+	} {
+		t.Run(name, func(t *testing.T) {
+			mark := filepath.Join(tempRoot(t), "mark")
+			fx := newPrestartFixture(t, "base", `if [ -e "$MARK" ]; then rm -f "$MARK"; `+spin+`; fi
 cat
 touch "$MARK"
 `)
-	_, err := fx.call(t, "MARK="+mark)
-	require.NoError(t, err)
-	spinner := fx.awaitStarts(t, 2)[1]
-	require.Eventually(t, func() bool { return fx.sb.Prestarted() == 0 && !alive(spinner) }, time.Minute, 20*time.Millisecond)
+			_, err := fx.call(t, "MARK="+mark)
+			require.NoError(t, err)
+			spinner := fx.awaitStarts(t, 2)[1]
+			require.Eventually(t, func() bool { return fx.sb.Prestarted() == 0 && !alive(spinner) }, time.Minute, 20*time.Millisecond)
 
-	got, err := fx.call(t, "MARK="+mark)
-	require.NoError(t, err)
-	assert.Equal(t, "input", got)
-	assert.Equal(t, 0, fx.sb.Prestarted(), "not started ahead again")
-	assert.FileExists(t, mark)
+			got, err := fx.call(t, "MARK="+mark)
+			require.NoError(t, err)
+			assert.Equal(t, "input", got)
+			assert.Equal(t, 0, fx.sb.Prestarted(), "not started ahead again")
+			assert.FileExists(t, mark)
+		})
+	}
 }
 
 // Close ends the processes waiting for their calls, and all they started.

@@ -498,7 +498,8 @@ func (s *Sandbox) functionKey(c fnexec.Call) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d:%d:%d:%d.%d\x00%v:%t\x00%s\x00%s", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, s.ports, s.anyPort, c.Dir, c.TempDir)
+	// The change time is the kernel's: no one sets it back.
+	fmt.Fprintf(&b, "%d:%d:%d:%d.%d:%d.%d\x00%v:%t\x00%s\x00%s", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, s.ports, s.anyPort, c.Dir, c.TempDir)
 	for _, part := range [][]string{c.Argv, c.Env} {
 		b.WriteString("\x00\x00")
 		b.WriteString(strings.Join(part, "\x00"))

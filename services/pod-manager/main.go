@@ -56,6 +56,7 @@ type options struct {
 	podNamespace                 string
 	podTTL                       time.Duration
 	scanInterval                 time.Duration
+	ownerLease                   time.Duration
 	maxWaitlistLength            int
 	maxCallsPerPod               int
 	maxParallelPods              int
@@ -132,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
 	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
+	fs.DurationVar(&o.ownerLease, "owner-lease-duration", 40*time.Second, "Each replica renews a Lease (fnrunner-pod-manager-<owner>, in the pods' namespace) every quarter of this; the pods and Services of a replica whose Lease went unrenewed this long (a replica removed for good) are deleted by the others. A replica that restarts within it adopts its own pods. 0 = no Lease and no such deletion.")
 	fs.BoolVar(&o.runUnclaimed, "run-unclaimed-images", true, "Run images no FunctionConfig claims in pods with the defaults, as porch does.")
 	fs.BoolVar(&o.warmUp, "warm-up-pod-cache", true, "Once the first executor table arrived, start one pod per FunctionConfig with podExecutor tags (first exact tag).")
 	if err := o.common.Parse(fs, args); err != nil {
@@ -290,6 +292,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { pods.Run(ctx, o.scanInterval); return nil })
+	if o.ownerLease > 0 {
+		// Before adopting: the others see this replica's Lease renewed.
+		owners := &kube.Owners{Backend: backend, Duration: o.ownerLease, Log: log}
+		if err := owners.Renew(ctx); err != nil {
+			log.Warn("renewing this replica's lease", "err", err)
+		}
+		g.Go(func() error { owners.Run(ctx); return nil })
+	}
 	// Pods of a previous run of this replica: adopt the current ones, delete
 	// the rest, before any call is served.
 	rec, err := backend.ReconcileExisting(ctx, tpl.Version(), dialing, o.podTTL, pods)

@@ -284,7 +284,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			{"list secrets", false, list(secrets)},
 			{"list functionconfigs", false, list(fcs)},
 			{"patch functionconfig status", false, patchStatus},
-			{"create leases", false, create(lease)},
+			{"create its lease", true, create(lease)},
 		},
 	} {
 		c := as(sa)

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,7 +59,10 @@ func TestEvalAndRender(t *testing.T) {
 	assert.Contains(t, log, "NotFound", "eval of an unknown image")
 	id := regexp.MustCompile(`request id: ([0-9a-f]{32})\n`).FindStringSubmatch(log)
 	if assert.NotNil(t, id, "eval of an unknown image prints the call's request id\n%s", log) {
-		assert.Contains(t, s.Log("gateway"), `"request_id":"`+id[1]+`"`, "the gateway logged the failed call under the id fnctl printed")
+		// The gateway logs a call once it has answered it: the line may
+		// come just after fnctl is done.
+		assert.Eventually(t, func() bool { return strings.Contains(s.Log("gateway"), `"request_id":"`+id[1]+`"`) }, time.Minute, 20*time.Millisecond,
+			"the gateway logged the failed call under the id fnctl printed")
 	}
 
 	pkg := t.TempDir()

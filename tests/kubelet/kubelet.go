@@ -34,6 +34,11 @@ type Kubelet struct {
 	Namespace string
 	// WrapperServer is the wrapper-server binary.
 	WrapperServer string
+	// SandboxHelper, when set, is the fnsandbox helper each wrapper-server
+	// gets (--sandbox-helper), as the image ships it beside the
+	// wrapper-server; unset, the wrapper-servers run functions unsandboxed
+	// (and log so).
+	SandboxHelper string
 	// Entrypoints maps an image entrypoint (argv[0] after "--") to a local binary.
 	Entrypoints map[string]string
 	// Images are image configs by repository (an image without tag or
@@ -233,7 +238,11 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 		if c.Name != "function" {
 			continue
 		}
-		args := append([]string{"--listen-host=" + ip, "--metrics-address="}, c.Args...)
+		args := []string{"--listen-host=" + ip, "--metrics-address="}
+		if k.SandboxHelper != "" {
+			args = append(args, "--sandbox-helper="+k.SandboxHelper)
+		}
+		args = append(args, c.Args...)
 		for i, a := range args {
 			if a == "--" && i+1 < len(args) {
 				local, ok := k.Entrypoints[args[i+1]]

@@ -160,7 +160,7 @@ func start(t testing.TB) *fixture {
 	s := stack.Run(t, localstack.Config{Binaries: bins, ConfigDir: configs,
 		PodManagerArgs: append(append([]string(nil), pmArgs...), "--warm-up-pod-cache=false")})
 
-	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer,
+	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer, SandboxHelper: harness.Binary(t, "FNRUNNER_FNSANDBOX"),
 		Entrypoints: map[string]string{"/fn/set-namespace": harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn,
 			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK"), "/fn/set-labels": harness.Binary(t, "FNRUNNER_SET_LABELS"), "/fn/env": envFn},
 		Images: map[string]v1.Config{host + "/fns/env": envImage}}

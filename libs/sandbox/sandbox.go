@@ -422,11 +422,11 @@ func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 // (--sandbox-prestarted-functions); otherwise a warm helper, or a new one
 // when none is ready, starts it now.
 func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
-	key, keyErr := s.functionKey(c)
-	if keyErr == nil {
+	key, keyed := s.prestartKey(c)
+	if keyed {
 		if st := s.pre.take(key); st != nil {
 			s.starts.WithLabelValues("prestarted").Inc()
-			s.afterCall(st, key, c)
+			s.afterCall(st, key, keyed, c)
 			return st, nil
 		}
 	}
@@ -435,23 +435,29 @@ func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
 		return nil, err
 	}
 	s.starts.WithLabelValues("now").Inc()
-	if keyErr == nil {
-		s.afterCall(st, key, c)
-	} else {
-		release := st.Release
-		st.Release = func(ok bool) { release(ok); s.warm.refill() }
-	}
+	s.afterCall(st, key, keyed, c)
 	return st, nil
 }
 
+// prestartKey is c's functionKey when functions are started ahead of time
+// (and its binary is there): without it no call pays for the lookup.
+func (s *Sandbox) prestartKey(c fnexec.Call) (string, bool) {
+	if s.pre.size == 0 {
+		return "", false
+	}
+	key, err := s.functionKey(c)
+	return key, err == nil
+}
+
 // afterCall makes st's release also start the next helpers and, after a
-// call that succeeded, a process of the same function for the next call.
-func (s *Sandbox) afterCall(st *fnexec.Started, key string, c fnexec.Call) {
+// call that succeeded, a process of the same function (keyed by key) for
+// the next call.
+func (s *Sandbox) afterCall(st *fnexec.Started, key string, keyed bool, c fnexec.Call) {
 	release := st.Release
 	st.Release = func(succeeded bool) {
 		release(succeeded)
 		s.warm.refill()
-		if succeeded {
+		if keyed && succeeded {
 			s.pre.refill(key, c.Argv[0], func() (*fnexec.Started, error) { return s.start(c) })
 		}
 	}

@@ -71,6 +71,17 @@ func main() {
 	}
 }
 
+// bareExec runs bin on input as a bare exec (os/exec, no fnrunner): the
+// floor the rows are compared with.
+func bareExec(bin string, input []byte) load.Call {
+	return func(context.Context) error {
+		cmd := exec.Command(bin)
+		cmd.Stdin = bytes.NewReader(input)
+		cmd.Stdout = io.Discard
+		return cmd.Run()
+	}
+}
+
 func dial(address string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
@@ -157,12 +168,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var rows []row
 	for _, in := range inputs {
-		bareCall := func(context.Context) error {
-			cmd := exec.Command(setNamespace)
-			cmd.Stdin = bytes.NewReader(in.data)
-			cmd.Stdout = io.Discard
-			return cmd.Run()
-		}
+		bareCall := bareExec(setNamespace, in.data)
 		rows = append(rows, row{in.name + ", bare exec", load.Run(ctx, in.n, 1, bareCall)})
 		rows = append(rows, row{fmt.Sprintf("%s, bare exec, %v between calls", in.name, *pause), load.Paced(ctx, in.n, *pause, bareCall)})
 		// The binary executor once per sandbox layer set (libs/sandbox).
@@ -304,12 +310,7 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		stats load.Stats
 	}
 	var rows []row
-	bareCall := func(context.Context) error {
-		cmd := exec.Command(*function)
-		cmd.Stdin = bytes.NewReader(input)
-		cmd.Stdout = io.Discard
-		return cmd.Run()
-	}
+	bareCall := bareExec(*function, input)
 	bare := load.Run(ctx, *n, 1, bareCall)
 	rows = append(rows, row{"bare exec (os/exec)", bare})
 	rows = append(rows, row{fmt.Sprintf("bare exec (os/exec), %v between calls", *pause), load.Paced(ctx, *n, *pause, bareCall)})

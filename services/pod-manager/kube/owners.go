@@ -117,12 +117,16 @@ func (o *Owners) Sweep(ctx context.Context) (Swept, error) {
 		return swept, fmt.Errorf("listing services: %w", err)
 	}
 	owners := map[string]bool{}
-	for _, objs := range [][]metav1.Object{podObjects(pods.Items), serviceObjects(svcs.Items)} {
-		for _, obj := range objs {
-			if owner := obj.GetLabels()[LabelOwner]; owner != "" && owner != b.Owner {
-				owners[owner] = true
-			}
+	others := func(labels map[string]string) {
+		if owner := labels[LabelOwner]; owner != "" && owner != b.Owner {
+			owners[owner] = true
 		}
+	}
+	for i := range pods.Items {
+		others(pods.Items[i].Labels)
+	}
+	for i := range svcs.Items {
+		others(svcs.Items[i].Labels)
 	}
 	if o.seen == nil {
 		o.seen = map[string]sighting{}
@@ -190,20 +194,4 @@ func (o *Owners) Sweep(ctx context.Context) (Swept, error) {
 		}
 	}
 	return swept, errors.Join(errs...)
-}
-
-func podObjects(items []corev1.Pod) []metav1.Object {
-	out := make([]metav1.Object, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
-}
-
-func serviceObjects(items []corev1.Service) []metav1.Object {
-	out := make([]metav1.Object, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return out
 }

@@ -128,7 +128,17 @@ func (c Call) Prepare() (Private, error) {
 // Started is a wrapper's process running one call. Run owns and closes
 // every field.
 type Started struct {
+	// Process is the wrapper's process: SIGTERM asks it to end the call,
+	// SIGKILL ends it.
 	Process *os.Process
+	// Wait, when set, waits for the end of the call and says how it
+	// ended, for a wrapper that outlives its call (it serves calls one
+	// after another); unset, the call ends when Process exits, with its
+	// status.
+	Wait func() (syscall.WaitStatus, error)
+	// Stop, when set, asks the wrapper to end the call instead of
+	// sending Process SIGTERM.
+	Stop func() error
 	// Stdin is the function's standard input, Stdout and Stderr its
 	// output, Reports the wrapper's (the runner's ends of the pipes).
 	Stdin                   io.WriteCloser
@@ -192,7 +202,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
 	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir}
-	var state *os.ProcessState
+	var state syscall.WaitStatus
 	var killedBy syscall.Signal
 	var err error
 	if opts.Sandbox != nil {
@@ -224,11 +234,11 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	if err != nil {
 		return res, err
 	}
-	if !state.Success() {
-		res.ExitCode = state.ExitCode()
+	if !succeeded(state) {
+		res.ExitCode = state.ExitStatus() // -1 when a signal ended it
 		xe := &fnresult.ExitError{Result: res}
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			xe.Signal = ws.Signal()
+		if state.Signaled() {
+			xe.Signal = state.Signal()
 		}
 		if killedBy != 0 {
 			xe.Signal = killedBy
@@ -240,7 +250,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 
 // runBare runs argv as a child in a process group of its own, killed as a
 // whole at the end.
-func runBare(ctx context.Context, argv []string, dir string, env []string, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, error) {
+func runBare(ctx context.Context, argv []string, dir string, env []string, stdin io.Reader, stdout, stderr io.Writer) (syscall.WaitStatus, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.Dir = dir
@@ -251,16 +261,39 @@ func runBare(ctx context.Context, argv []string, dir string, env []string, stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = waitDelay
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
+		return 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 	}
 	waitErr := cmd.Wait()
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) {
-		return nil, fmt.Errorf("waiting for function: %w", waitErr)
+		return 0, fmt.Errorf("waiting for function: %w", waitErr)
 	}
-	return cmd.ProcessState, nil
+	return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+}
+
+// succeeded says whether a process that ended with ws exited 0.
+func succeeded(ws syscall.WaitStatus) bool { return ws.Exited() && ws.ExitStatus() == 0 }
+
+// stop asks st's wrapper to end its call.
+func (st *Started) stop() error {
+	if st.Stop != nil {
+		return st.Stop()
+	}
+	return st.Process.Signal(syscall.SIGTERM)
+}
+
+// wait waits for st's call to end.
+func (st *Started) wait() (syscall.WaitStatus, error) {
+	if st.Wait != nil {
+		return st.Wait()
+	}
+	state, err := st.Process.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return state.Sys().(syscall.WaitStatus), nil
 }
 
 // runWrapped runs c through w. When ctx ends, the wrapper gets SIGTERM (it
@@ -268,17 +301,17 @@ func runBare(ctx context.Context, argv []string, dir string, env []string, stdin
 // escapees behind), and SIGKILL if it is still there waitDelay later. From
 // then, or from the wrapper's exit, the pipes have waitDelay to drain; the
 // copies are over when it returns (the input may be freed).
-func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (*os.ProcessState, syscall.Signal, error) {
+func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (syscall.WaitStatus, syscall.Signal, error) {
 	st, err := w.Start(c)
 	if errors.Is(err, ErrPrivateDir) {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)
+		return 0, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrPrestarted.Bool(st.Prestarted))
-	succeeded := false
-	defer func() { st.Release(succeeded) }()
+	ok := false
+	defer func() { st.Release(ok) }()
 	defer st.Reports.Close()
 	stdinDone := make(chan struct{})
 	go func() {
@@ -297,10 +330,10 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	go copyOut(stderr, st.Stderr)
 
 	waited := make(chan error, 1)
-	var state *os.ProcessState
+	var state syscall.WaitStatus
 	go func() {
 		var err error
-		state, err = st.Process.Wait()
+		state, err = st.wait()
 		waited <- err
 	}()
 	var waitErr error
@@ -309,7 +342,7 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	case waitErr = <-waited:
 		deadline = time.NewTimer(waitDelay)
 	case <-ctx.Done():
-		_ = st.Process.Signal(syscall.SIGTERM)
+		_ = st.stop()
 		deadline = time.NewTimer(waitDelay)
 		select {
 		case waitErr = <-waited:
@@ -339,17 +372,17 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	st.Stdout.Close()
 	st.Stderr.Close()
 	if waitErr != nil {
-		return nil, 0, fmt.Errorf("waiting for function: %w", waitErr)
+		return 0, 0, fmt.Errorf("waiting for function: %w", waitErr)
 	}
 	if outputHeld && ctx.Err() == nil {
-		return nil, 0, fmt.Errorf("waiting for function: its output was still open %v after it ended", waitDelay)
+		return 0, 0, fmt.Errorf("waiting for function: its output was still open %v after it ended", waitDelay)
 	}
 	out, _ := io.ReadAll(io.LimitReader(st.Reports, 4096))
 	sig, err := w.Report(out)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
+		return 0, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
-	succeeded = state.Success() && sig == 0 && ctx.Err() == nil
+	ok = succeeded(state) && sig == 0 && ctx.Err() == nil
 	return state, sig, nil
 }
 

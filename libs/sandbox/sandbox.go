@@ -430,7 +430,7 @@ func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
 			return st, nil
 		}
 	}
-	st, err := s.start(c)
+	st, err := s.start(c, true)
 	if err != nil {
 		return nil, err
 	}
@@ -458,15 +458,16 @@ func (s *Sandbox) afterCall(st *fnexec.Started, key string, keyed bool, c fnexec
 		release(succeeded)
 		s.warm.refill()
 		if keyed && succeeded {
-			s.pre.refill(key, c.Argv[0], func() (*fnexec.Started, error) { return s.start(c) })
+			s.pre.refill(key, c.Argv[0], func() (*fnexec.Started, error) { return s.start(c, false) })
 		}
 	}
 }
 
 // start starts c's function in a private directory of its own, through a
-// warm helper or a new one. The Started's Release removes the directory
-// and gives back the call's uid.
-func (s *Sandbox) start(c fnexec.Call) (*fnexec.Started, error) {
+// warm helper or a new one, which serves further calls when reuse is set
+// (see warmPool.run). The Started's Release removes the directory, gives
+// back the call's uid and the helper.
+func (s *Sandbox) start(c fnexec.Call, reuse bool) (*fnexec.Started, error) {
 	p, err := c.Prepare()
 	if err != nil {
 		return nil, err
@@ -477,7 +478,7 @@ func (s *Sandbox) start(c fnexec.Call) (*fnexec.Started, error) {
 		return nil, err
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
-	st, err := s.warm.run(sp.Encode())
+	st, h, err := s.warm.run(sp.Encode(), reuse)
 	if err != nil {
 		release()
 		os.RemoveAll(p.Dir)
@@ -486,6 +487,9 @@ func (s *Sandbox) start(c fnexec.Call) (*fnexec.Started, error) {
 	st.Release = func(bool) {
 		release()
 		os.RemoveAll(p.Dir)
+		if reuse {
+			s.warm.put(h)
+		} // else it served this call alone, and whoever waited for it reaped it
 	}
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -484,6 +485,73 @@ func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	res, err := run(t, sb, 10*time.Second, `cat`)
 	require.NoError(t, err)
 	assert.Equal(t, "input", out(res), "after Close, a call starts its own helper")
+}
+
+// A warm helper serves calls one after another: whatever a call was and
+// did, the next one finds nothing of it, and a helper that cannot be
+// trusted with another call is replaced.
+func TestWarmHelperServesCallsOneAfterAnother(t *testing.T) {
+	// Not with the cgroup layer: a helper that moved into a call's cgroup
+	// serves that call alone.
+	modes := []string{"base", "base,userns"}
+	if os.Getuid() == 0 {
+		modes = append(modes, "base,landlock,uid")
+	}
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			sb := open(t, mode, spec.Limits{FileSize: 1 << 20})
+			warmHelpers := func() []int {
+				return processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+			}
+			var helpers []int
+			require.Eventually(t, func() bool {
+				helpers = warmHelpers()
+				return len(helpers) == 2
+			}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+			// A call that leaves a setsid escapee, fails, is killed by
+			// a signal: each answered as ever.
+			_, err := run(t, sb, 10*time.Second, `(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! >&2); exit 3`)
+			var xe *fnresult.ExitError
+			require.ErrorAs(t, err, &xe)
+			assert.Equal(t, 3, xe.Result.ExitCode)
+			if !strings.Contains(mode, "userns") { // in a pid namespace its pid means nothing here
+				pid, err := strconv.Atoi(strings.TrimSpace(string(xe.Result.Log)))
+				require.NoError(t, err)
+				assert.False(t, alive(pid), "the escapee outlived its call")
+			}
+			_, err = run(t, sb, 10*time.Second, `exec head -c 2097152 /dev/zero > "$TMPDIR/big"`)
+			require.ErrorAs(t, err, &xe)
+			assert.Equal(t, syscall.SIGXFSZ, xe.Signal)
+
+			// The next ones get their own streams and nothing else: not
+			// the helper's socket, not an earlier call's pipe.
+			for range 3 {
+				res, err := run(t, sb, 10*time.Second, `cat; exec python3 -c 'import os
+for fd in range(3, 1024):
+    try:
+        os.fstat(fd)
+        print(fd)
+    except OSError:
+        pass
+print("end")'`)
+				require.NoError(t, err, "log: %s", res.Log)
+				assert.Equal(t, "input\nend", out(res), "descriptors open in a later call")
+			}
+			assert.ElementsMatch(t, helpers, warmHelpers(), "the same helpers served every call")
+
+			// A stopped call's helper is not trusted with another: it
+			// ends, and another takes its place.
+			_, err = run(t, sb, 500*time.Millisecond, `sleep 300`)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			res, err := run(t, sb, 10*time.Second, `cat`)
+			require.NoError(t, err)
+			assert.Equal(t, "input", out(res))
+			require.Eventually(t, func() bool {
+				now := warmHelpers()
+				return len(now) == 2 && !(slices.Contains(now, helpers[0]) && slices.Contains(now, helpers[1]))
+			}, 10*time.Second, 10*time.Millisecond, "the stopped call's helper was replaced")
+		})
+	}
 }
 
 func cmdline(pid int) string {

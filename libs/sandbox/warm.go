@@ -1,21 +1,28 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
 
 // warmPool keeps helpers started ahead of time ("fnsandbox -warm"), each
-// with its pipes in place, waiting for the spec of one call on descriptor
-// 4. Starting a Go process is most of what the sandbox costs a call; a
-// warm helper has paid it before the call came. Each is used once.
+// waiting for calls on a socket of its own (see spec.Warm). Starting a Go
+// process is most of what the sandbox costs a call, in time and, on a busy
+// machine, in CPU taken from the calls: a helper serves calls one after
+// another, and a call finding none ready starts one, which then joins the
+// pool. A helper whose call failed to start, was stopped or was started
+// ahead of it (prestart.go) serves that call alone.
 type warmPool struct {
 	helper string
 	size   int
@@ -36,13 +43,15 @@ type startResult struct {
 	err error
 }
 
-// warmHelper is a started helper and the runner's ends of its pipes.
+// warmHelper is a started helper and the runner's end of its socket.
 type warmHelper struct {
 	proc *os.Process
-	// call is where its call's spec goes.
-	call                    *os.File
-	stdin                   *os.File
-	stdout, stderr, reports *os.File
+	conn *net.UnixConn
+	// answered is set when the helper answered its last call: it waits
+	// for the next. stopped is set when the runner asked it to stop its
+	// call (it then ends, whether it answered or not), reaped once its
+	// process was waited for.
+	answered, stopped, reaped bool
 }
 
 func newWarmPool(helper string, size int, log *slog.Logger) *warmPool {
@@ -72,16 +81,19 @@ func (p *warmPool) start() (*warmHelper, error) {
 	return r.h, r.err
 }
 
-// run hands encoded (a spec.Spec) to a ready helper, or to one started now
-// when none is. The caller calls refill when the call has ended: a helper
-// starting meanwhile would take CPU from the call.
-func (p *warmPool) run(encoded []byte) (*fnexec.Started, error) {
+// run hands encoded (a spec.Spec) and the call's pipes to a ready
+// helper, or to one started now when none is. With reuse, the helper answers
+// when the call has ended and the Started's Wait reads the answer; the
+// caller then hands the helper back with put. Without, it serves this call
+// alone and exits as the function did. The caller calls refill when the
+// call has ended: a helper starting meanwhile would take CPU from the call.
+func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper, error) {
 	for {
 		h, warm := p.take()
 		if !warm {
 			var err error
 			if h, err = p.start(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if warm && h.exited() {
@@ -89,16 +101,34 @@ func (p *warmPool) run(encoded []byte) (*fnexec.Started, error) {
 			h.discard()
 			continue
 		}
-		if _, err := h.call.Write(encoded); err != nil {
+		if len(encoded) > spec.MaxEncoded {
+			p.put(h)
+			return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
+		}
+		st, err := h.send(encoded, reuse)
+		if err != nil {
 			h.discard()
-			if warm {
+			if warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
 				continue // died just now
 			}
-			return nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
+			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
 		}
-		h.call.Close()
-		return &fnexec.Started{Process: h.proc, Stdin: h.stdin, Stdout: h.stdout, Stderr: h.stderr, Reports: h.reports}, nil
+		return st, h, nil
 	}
+}
+
+// put hands back a helper whose call has ended: to the pool when it
+// answered and there is room, else it is ended.
+func (p *warmPool) put(h *warmHelper) {
+	p.mu.Lock()
+	if h.answered && !h.stopped && !p.closed && len(p.ready) < p.size {
+		h.answered = false
+		p.ready = append(p.ready, h)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	go h.discard()
 }
 
 // take returns a ready helper, if there is one.
@@ -162,20 +192,59 @@ func (p *warmPool) close() {
 	}
 }
 
-// startHelper starts "helper -warm" with the pipes of a call: standard
-// streams, reports on descriptor 3, the spec on 4.
+// startHelper starts "helper -warm" with its end of a socket for its
+// calls on descriptor 4, and /dev/null on 0 to 3 until a call brings its
+// own.
 func startHelper(helper string) (*warmHelper, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox helper socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "sandbox helper"), os.NewFile(uintptr(fds[1]), "sandbox helper")
+	defer theirs.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("sandbox helper: %w", err)
+	}
+	defer null.Close()
+	proc, err := os.StartProcess(helper, []string{"fnsandbox", spec.Warm}, &os.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []*os.File{null, null, null, null, theirs},
+		// Its own group, so a signal to the runner's group does not
+		// reach it; it dies with the runner.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("starting %s: %w", helper, err)
+	}
+	c, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		_ = proc.Kill()
+		_, _ = proc.Wait()
+		return nil, fmt.Errorf("sandbox helper socket: %w", err)
+	}
+	return &warmHelper{proc: proc, conn: c.(*net.UnixConn)}, nil
+}
+
+// send hands the helper a call: its spec and the helper's ends of the
+// call's pipes (standard streams and reports). Without reuse the socket is
+// closed after it, so the helper serves this call alone.
+func (h *warmHelper) send(encoded []byte, reuse bool) (*fnexec.Started, error) {
 	var theirs, ours []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
 			f.Close()
 		}
 	}
-	// stdin (they read), stdout, stderr, reports (they write), call (they read).
-	for i, theyRead := range []bool{true, false, false, false, true} {
+	defer closeAll(theirs)
+	// stdin (they read), stdout, stderr, reports (they write).
+	for i, theyRead := range []bool{true, false, false, false} {
 		r, w, err := os.Pipe()
 		if err != nil {
-			closeAll(theirs)
 			closeAll(ours)
 			return nil, fmt.Errorf("sandbox helper pipe %d: %w", i, err)
 		}
@@ -185,20 +254,49 @@ func startHelper(helper string) (*warmHelper, error) {
 			theirs, ours = append(theirs, w), append(ours, r)
 		}
 	}
-	proc, err := os.StartProcess(helper, []string{"fnsandbox", spec.Warm}, &os.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: theirs,
-		// Its own group, so a signal to the runner's group does not
-		// reach it; it dies with the runner.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
+	fds := make([]int, len(theirs))
+	for i, f := range theirs {
+		fds[i] = int(f.Fd())
+	}
+	_, _, err := h.conn.WriteMsgUnix(encoded, unix.UnixRights(fds...), nil)
 	closeAll(theirs)
+	theirs = nil
 	if err != nil {
 		closeAll(ours)
-		return nil, fmt.Errorf("starting %s: %w", helper, err)
+		return nil, err
 	}
-	return &warmHelper{proc: proc, stdin: ours[0], stdout: ours[1], stderr: ours[2], reports: ours[3], call: ours[4]}, nil
+	st := &fnexec.Started{Process: h.proc, Stdin: ours[0], Stdout: ours[1], Stderr: ours[2], Reports: ours[3]}
+	if reuse {
+		st.Wait = h.wait
+		st.Stop = func() error {
+			h.stopped = true
+			return h.proc.Signal(syscall.SIGTERM)
+		}
+	} else {
+		h.conn.Close()
+	}
+	return st, nil
+}
+
+// wait waits for the helper's answer to its call: the call's exit code.
+// Without one, the helper has ended, and its exit status is the call's.
+func (h *warmHelper) wait() (syscall.WaitStatus, error) {
+	b := make([]byte, 64)
+	n, err := h.conn.Read(b)
+	if err == nil {
+		code, err := spec.ParseExit(b[:n])
+		if err == nil {
+			h.answered = true
+			return syscall.WaitStatus(code << 8), nil
+		}
+		_ = h.proc.Kill() // it cannot be trusted with another call
+	}
+	h.reaped = true
+	state, err := h.proc.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return state.Sys().(syscall.WaitStatus), nil
 }
 
 // exited says whether the helper has ended, without reaping it. A helper
@@ -206,10 +304,12 @@ func startHelper(helper string) (*warmHelper, error) {
 // its pipes): its call then fails as one killed while running would.
 func (h *warmHelper) exited() bool { return exited(h.proc.Pid) }
 
-// discard ends an unused helper: with its call pipe closed it exits.
+// discard ends a helper that serves no call: with its socket closed it
+// exits.
 func (h *warmHelper) discard() {
-	for _, f := range []*os.File{h.call, h.stdin, h.stdout, h.stderr, h.reports} {
-		_ = f.Close()
+	_ = h.conn.Close()
+	if !h.reaped {
+		h.reaped = true
+		_, _ = h.proc.Wait()
 	}
-	_, _ = h.proc.Wait()
 }

@@ -310,31 +310,60 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		stats load.Stats
 	}
 	var rows []row
-	bareCall := bareExec(*function, input)
-	bare := load.Run(ctx, *n, 1, bareCall)
-	rows = append(rows, row{"bare exec (os/exec)", bare})
-	rows = append(rows, row{fmt.Sprintf("bare exec (os/exec), %v between calls", *pause), load.Paced(ctx, *n, *pause, bareCall)})
-	for _, r := range []struct {
-		mode      string
-		warm, pre int
-		paced     bool
-	}{
-		{"none", 0, 0, false},
-		{"base", 0, 0, false}, {"base", 4, 0, false},
-		{"base,landlock", 4, 0, false},
-		{"base,landlock,uid", 4, 0, false},
-		{"base,landlock,uid,userns", 4, 0, false},
-		{"base,landlock,uid,userns,cgroup", 4, 0, false},
-		{"base", 4, 4, false}, {"base", 4, 4, true},
-		{"base,landlock", 4, 4, true},
-		{"base,landlock,uid", 4, 4, true},
-		{"base,landlock,uid,userns", 4, 4, true},
-		{"base,landlock,uid,userns,cgroup", 4, 4, false}, {"base,landlock,uid,userns,cgroup", 4, 4, true},
-	} {
-		flags := sandbox.Flags{Mode: r.mode, Helper: *helper, WarmHelpers: r.warm, PrestartedFunctions: r.pre, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
+	open := func(mode string, warm, pre int) (*sandbox.Sandbox, string, error) {
+		flags := sandbox.Flags{Mode: mode, Helper: *helper, WarmHelpers: warm, PrestartedFunctions: pre, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
 			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
 		sb, err := flags.Open(ctx, log)
-		name := fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d --sandbox-prestarted-functions=%d", r.mode, r.warm, r.pre)
+		return sb, fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d --sandbox-prestarted-functions=%d", mode, warm, pre), err
+	}
+	via := func(sb *sandbox.Sandbox) load.Call {
+		opts := fnexec.Options{TempDir: tempDir}
+		if sb.Enabled() {
+			opts.Sandbox = sb
+		}
+		return func(ctx context.Context) error {
+			_, err := fnexec.Run(ctx, []string{*function}, bytes.NewReader(input), opts)
+			return err
+		}
+	}
+	bareCall := bareExec(*function, input)
+	// The layers, interleaved: a round is one call of each.
+	names := []string{"bare exec (os/exec)"}
+	calls := []load.Call{bareCall}
+	for _, r := range []struct {
+		mode string
+		warm int
+	}{
+		{"none", 0}, {"base", 0}, {"base", 4}, {"base,landlock", 4}, {"base,landlock,uid", 4},
+		{"base,landlock,uid,userns", 4}, {"base,landlock,uid,userns,cgroup", 4},
+	} {
+		sb, name, err := open(r.mode, r.warm, 0)
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", name, err)
+			continue
+		}
+		defer sb.Close()
+		names, calls = append(names, name), append(calls, via(sb))
+	}
+	time.Sleep(200 * time.Millisecond) // the warm helpers start
+	bare := load.Stats{}
+	for i, s := range load.Interleaved(ctx, *n, calls) {
+		if i == 0 {
+			bare = s
+		}
+		rows = append(rows, row{names[i] + ", interleaved", s})
+	}
+	// Processes started ahead: one scenario after the other, as the time
+	// between a scenario's calls is what they use.
+	rows = append(rows, row{fmt.Sprintf("bare exec (os/exec), %v between calls", *pause), load.Paced(ctx, *n, *pause, bareCall)})
+	for _, r := range []struct {
+		mode  string
+		paced bool
+	}{
+		{"base", false}, {"base", true}, {"base,landlock", true}, {"base,landlock,uid", true},
+		{"base,landlock,uid,userns", true}, {"base,landlock,uid,userns,cgroup", false}, {"base,landlock,uid,userns,cgroup", true},
+	} {
+		sb, name, err := open(r.mode, 4, 4)
 		if r.paced {
 			name += fmt.Sprintf(", %v between calls", *pause)
 		}
@@ -342,20 +371,12 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintf(out, "%s: %v\n", name, err)
 			continue
 		}
-		opts := fnexec.Options{TempDir: tempDir}
-		if sb.Enabled() {
-			opts.Sandbox = sb
-		}
 		time.Sleep(200 * time.Millisecond) // the warm helpers start
-		call := func(ctx context.Context) error {
-			_, err := fnexec.Run(ctx, []string{*function}, bytes.NewReader(input), opts)
-			return err
-		}
 		var s load.Stats
 		if r.paced {
-			s = load.Paced(ctx, *n, *pause, call)
+			s = load.Paced(ctx, *n, *pause, via(sb))
 		} else {
-			s = load.Run(ctx, *n, 1, call)
+			s = load.Run(ctx, *n, 1, via(sb))
 		}
 		sb.Close()
 		rows = append(rows, row{name, s})

@@ -22,15 +22,14 @@
 // SIGCHLD, so a function whose exit only a tracer sees, or that left its
 // process group, cannot hold it.
 //
-// "fnsandbox -warm" starts before its call and reads the call's spec on file
-// descriptor 4 (see awaitCall). "fnsandbox -probe" prints which layers this
+// "fnsandbox -warm" starts before its calls and serves them one after
+// another on file descriptor 4 (see serve and spec.Warm). "fnsandbox -probe" prints which layers this
 // kernel and container allow.
 package main
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -65,52 +64,186 @@ func main() {
 			return
 		}
 	}
-	var s spec.Spec
 	if len(os.Args) == 2 && os.Args[1] == spec.Warm {
-		s, err = awaitCall()
-	} else {
-		s, err = spec.Parse(os.Args[1:])
+		serve()
 	}
+	s, err := spec.Parse(os.Args[1:])
 	if err != nil {
 		fail(err)
 	}
-	ws, err := run(s, reports)
+	ws, _, err := run(s, reports, "call-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		fail(err)
 	}
 	exitAs(ws)
 }
 
-// awaitCall is a warm helper's wait for its call: the runner started it
-// ahead of time, with the call's standard streams and report pipe already
-// in place, and writes the call's spec on descriptor 4 when one comes. Most
-// of a call's sandboxing cost, starting this Go process, is then paid
-// before the call. With no call (the runner closed the pipe or ended) it
-// exits quietly.
+// callSocket is a warm helper's descriptor for its calls (spec.Warm).
+const callSocket = 4
+
+// serve is a warm helper's life: it serves the runner's calls one after
+// another on callSocket, so that a call pays for no process start of the
+// helper's (on a 2-core machine starting this Go process costs as much
+// CPU as a small call). Between calls it holds nothing of any call: the
+// call's descriptors are closed and every process of it reaped before the
+// answer goes out. A call that fails to start, is stopped (SIGTERM), or
+// whose runner closed the socket ends the helper as a helper of one call
+// ends.
+func serve() {
+	// Nothing it inherited beyond its descriptors 0 to 4 reaches a
+	// function (a runner's parent may leave descriptors open on exec).
+	if err := closeOnExecFrom(callSocket + 1); err != nil {
+		fail(fmt.Errorf("closing inherited descriptors on exec: %w", err))
+	}
+	unix.CloseOnExec(callSocket)
+	for n := 1; ; n++ {
+		s, err := awaitCall()
+		if err != nil {
+			fail(err)
+		}
+		ws, stopped, err := run(s, true, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
+		if err != nil {
+			fail(err)
+		}
+		// A call in a cgroup of its own moved the helper there and back:
+		// a helper whose move back failed, or whose memory was
+		// charged there, is not to serve another.
+		if stopped || s.Cgroup || !awaited() {
+			exitAs(ws)
+		}
+		code := exitCode(ws)
+		if err := endCall(); err != nil {
+			fail(err)
+		}
+		if _, err := unix.Write(callSocket, spec.FormatExit(code)); err != nil {
+			os.Exit(0) // the runner is gone
+		}
+	}
+}
+
+// closeOnExecFrom marks every descriptor from first on close-on-exec:
+// close_range where the kernel has it (5.11), else one by one.
+func closeOnExecFrom(first int) error {
+	if unix.CloseRange(uint(first), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
+			unix.CloseOnExec(fd) // the directory's own descriptor is gone by then
+		}
+	}
+	return nil
+}
+
+// awaitCall waits for a warm helper's next call on callSocket and puts the
+// call's descriptors in place: standard input, output and error, and the
+// report pipe on 3 (see spec.Warm). With no call (the runner closed the
+// socket or ended) it exits quietly.
 func awaitCall() (spec.Spec, error) {
 	// While it waits, its descriptors are the runner uid's to open
 	// through /proc, a function's too where no uid or Landlock layer
-	// separates them: not dumpable, they are not (a spec written there
-	// would run in a later call). Dumpable again after, as a helper's
-	// children need it for their uid maps.
+	// separates them: not dumpable, they are not (a call sent there would
+	// run in a later call). Dumpable again after, as a helper's children
+	// need it for their uid maps.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return spec.Spec{}, fmt.Errorf("not dumpable: %w", err)
 	}
-	f := os.NewFile(4, "call")
-	b, err := io.ReadAll(io.LimitReader(f, spec.MaxEncoded+1))
-	f.Close()
+	b := make([]byte, spec.MaxEncoded+1)
+	oob := make([]byte, unix.CmsgSpace(spec.Descriptors*4))
+	var n, oobn, flags int
+	var err error
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(callSocket, b, oob, unix.MSG_CMSG_CLOEXEC)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return spec.Spec{}, fmt.Errorf("reading the call: %w", err)
+	}
+	fds, fdErr := receivedDescriptors(oob[:oobn])
+	if n == 0 && oobn == 0 {
+		os.Exit(0)
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
 		return spec.Spec{}, fmt.Errorf("dumpable: %w", err)
 	}
 	switch {
-	case err != nil:
-		return spec.Spec{}, fmt.Errorf("reading the call: %w", err)
-	case len(b) == 0:
-		os.Exit(0)
-	case len(b) > spec.MaxEncoded:
-		return spec.Spec{}, fmt.Errorf("call larger than %d bytes", spec.MaxEncoded)
+	case fdErr != nil:
+		return spec.Spec{}, fdErr
+	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n > spec.MaxEncoded:
+		return spec.Spec{}, fmt.Errorf("call larger than %d bytes or %d descriptors", spec.MaxEncoded, spec.Descriptors)
+	case len(fds) != spec.Descriptors:
+		return spec.Spec{}, fmt.Errorf("call came with %d descriptors, not %d", len(fds), spec.Descriptors)
 	}
-	return spec.Decode(b)
+	// Received descriptors are numbered above 3: 0 to 3 stay open
+	// between calls (see endCall).
+	for i, fd := range fds {
+		flag := 0
+		if i == 3 {
+			flag = unix.O_CLOEXEC // the report pipe is the helper's alone
+		}
+		if err := unix.Dup3(fd, i, flag); err != nil {
+			return spec.Spec{}, fmt.Errorf("placing the call's descriptor %d: %w", i, err)
+		}
+		unix.Close(fd)
+	}
+	return spec.Decode(b[:n])
+}
+
+// receivedDescriptors are the descriptors in a call message's control
+// data.
+func receivedDescriptors(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("reading the call's descriptors: %w", err)
+	}
+	var fds []int
+	for _, m := range msgs {
+		got, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, fmt.Errorf("reading the call's descriptors: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// awaited says whether the runner still waits for an answer after this
+// call: during a call it sends nothing, so a readable socket means it
+// closed its end.
+func awaited() bool {
+	fds := []unix.PollFd{{Fd: callSocket, Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
+}
+
+// endCall lets go of a call that has ended: its descriptors become
+// /dev/null (so the runner sees the end of its pipes, and descriptors 0 to
+// 3 stay taken), and the working directory "/" again.
+func endCall() error {
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("ending the call: %w", err)
+	}
+	defer unix.Close(null)
+	for fd := 0; fd <= 3; fd++ {
+		flag := 0
+		if fd == 3 {
+			flag = unix.O_CLOEXEC
+		}
+		if err := unix.Dup3(null, fd, flag); err != nil {
+			return fmt.Errorf("ending the call: %w", err)
+		}
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("ending the call: %w", err)
+	}
+	return nil
 }
 
 // fail reports a sandbox failure (the function never ran) on file
@@ -124,13 +257,10 @@ func fail(err error) {
 }
 
 // report writes a line for the runner on file descriptor 3, when it passed
-// one.
+// one. Not through an os.File: its finalizer would close descriptor 3
+// whenever the collector ran, in a warm helper perhaps a later call's.
 func report(line string) bool {
-	f := os.NewFile(3, "sandbox reports")
-	if _, err := f.Stat(); err != nil {
-		return false
-	}
-	_, err := fmt.Fprintln(f, line)
+	_, err := unix.Write(3, []byte(line+"\n"))
 	return err == nil
 }
 
@@ -139,48 +269,56 @@ func report(line string) bool {
 // runtime handles too many signals for the helper to die of the same one)
 // and exiting 128 + the signal, as a shell reports it.
 func exitAs(ws unix.WaitStatus) {
+	os.Exit(exitCode(ws))
+}
+
+// exitCode is the code a helper ends a call with: the function's, or 128 +
+// the signal that killed it, said on descriptor 3 first.
+func exitCode(ws unix.WaitStatus) int {
 	switch {
 	case ws.Exited():
-		os.Exit(ws.ExitStatus())
+		return ws.ExitStatus()
 	case ws.Signaled():
 		report(spec.SignalReport(int(ws.Signal())))
-		os.Exit(128 + int(ws.Signal()))
+		return 128 + int(ws.Signal())
 	}
-	os.Exit(125)
+	return 125
 }
 
 // run starts the function as s says, waits for it or for a stop signal, and
 // ends everything left below the helper.
-func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
+func run(s spec.Spec, reports bool, name string) (ws unix.WaitStatus, stopped bool, err error) {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(stop)
 	children := make(chan os.Signal, 1)
 	signal.Notify(children, syscall.SIGCHLD)
+	defer signal.Stop(children)
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return 0, fmt.Errorf("child subreaper: %w", err)
+		return 0, false, fmt.Errorf("child subreaper: %w", err)
 	}
 	if s.Inside {
 		if err := callMounts(s.PrivateDir, s.DirBytes); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	// A warm helper starts in "/"; the one inside the call's namespaces
 	// inherits its working directory (and gets no WorkDir).
 	if s.WorkDir != "" {
 		if err := unix.Chdir(s.WorkDir); err != nil {
-			return 0, fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
+			return 0, false, fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
 		}
 	}
 	if s.UID >= 0 {
 		if err := giveToCall(s); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	var group *callCgroup
 	if s.Cgroup {
 		var err error
-		if group, err = newCallCgroup("call-"+strconv.Itoa(os.Getpid()), cgroupLimits{memory: s.MemoryMax, pids: s.PidsMax, cpuMillis: s.CPUMillis}); err != nil {
-			return 0, err
+		if group, err = newCallCgroup(name, cgroupLimits{memory: s.MemoryMax, pids: s.PidsMax, cpuMillis: s.CPUMillis}); err != nil {
+			return 0, false, err
 		}
 		defer group.remove()
 	}
@@ -209,12 +347,11 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 		if st.pid > 0 {
 			r.sweep(children)
 		}
-		return 0, st.err
+		return 0, false, st.err
 	}
 	if st.exited != nil {
 		r.functionExited, r.status = true, *st.exited
 	}
-	stopped := false
 	for !stopped && !r.reap() && !r.functionExited {
 		select {
 		case <-children:
@@ -224,9 +361,9 @@ func run(s spec.Spec, reports bool) (unix.WaitStatus, error) {
 	}
 	r.sweep(children)
 	if !r.functionExited {
-		return unix.WaitStatus(unix.SIGKILL), nil // stopped: it was killed
+		return unix.WaitStatus(unix.SIGKILL), true, nil // stopped: it was killed
 	}
-	return r.status, nil
+	return r.status, stopped, nil
 }
 
 // callMounts gives the call, in its own mount namespace, a /proc of its own

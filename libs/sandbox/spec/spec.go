@@ -89,13 +89,39 @@ type Spec struct {
 // can apply instead of running anything.
 const Probe = "-probe"
 
-// Warm, given as the only argument, makes the helper start before its call
-// is known and wait for the call's Spec on file descriptor 4 (Encode's
-// form, up to end of file); it exits quietly when none comes.
+// Warm, given as the only argument, makes the helper start before its calls
+// are known and serve them one after another on file descriptor 4, a unix
+// SOCK_SEQPACKET socket. Each call is one message from the runner: the
+// Spec in Encode's form, with the call's standard input, output, error and
+// report pipe as four descriptors (SCM_RIGHTS). When the call has ended and
+// every process of it is gone, the helper closes those descriptors and
+// answers with one message, FormatExit's form, then waits for the next call.
+// A runner that closes the socket after a call's message gets no answer:
+// the helper exits as the function did when that call ends (and quietly
+// when no call came).
 const Warm = "-warm"
 
-// MaxEncoded bounds what a warm helper reads on descriptor 4.
-const MaxEncoded = 1 << 20
+// MaxEncoded bounds a warm helper's call message (a unix socket's default
+// send buffer, 208 KiB on Linux, bounds one message).
+const MaxEncoded = 128 << 10
+
+// Descriptors is how many descriptors come with a warm helper's call.
+const Descriptors = 4
+
+// FormatExit is a warm helper's answer when a call has ended: the exit
+// code the helper would have exited with (128 + the signal, reported as
+// ever, when a signal killed the function).
+func FormatExit(code int) []byte { return []byte("exit " + strconv.Itoa(code)) }
+
+// ParseExit decodes FormatExit.
+func ParseExit(b []byte) (int, error) {
+	n, ok := strings.CutPrefix(string(b), "exit ")
+	code, err := strconv.Atoi(n)
+	if !ok || err != nil || code < 0 || code > 255 {
+		return 0, fmt.Errorf("sandbox helper answered %q, not an exit code", b)
+	}
+	return code, nil
+}
 
 // Encode is s as a warm helper reads it: Args separated by NUL bytes, which
 // no argument, path or environment entry can hold.

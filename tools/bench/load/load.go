@@ -85,6 +85,29 @@ func Paced(ctx context.Context, n int, pause time.Duration, call Call) Stats {
 	return stats(lat, errs, time.Since(start))
 }
 
+// Interleaved makes n rounds of calls one at a time, each round one call of
+// each, in order, and summarizes each's. Scenarios compared this way share
+// the machine's drift (other load, caches, frequency), which a run of one
+// scenario after the other would count as their difference.
+func Interleaved(ctx context.Context, n int, calls []Call) []Stats {
+	lat := make([][]time.Duration, len(calls))
+	errs := make([][]error, len(calls))
+	wall := make([]time.Duration, len(calls))
+	for range n {
+		for i, call := range calls {
+			t := time.Now()
+			err := call(ctx)
+			d := time.Since(t)
+			lat[i], errs[i], wall[i] = append(lat[i], d), append(errs[i], err), wall[i]+d
+		}
+	}
+	s := make([]Stats, len(calls))
+	for i := range calls {
+		s[i] = stats(lat[i], errs[i], wall[i])
+	}
+	return s
+}
+
 func stats(lat []time.Duration, errs []error, wall time.Duration) Stats {
 	n := len(lat)
 	s := Stats{Calls: n, Wall: wall}

@@ -539,6 +539,30 @@ print("end")'`)
 			}
 			assert.ElementsMatch(t, helpers, warmHelpers(), "the same helpers served every call")
 
+			// Nor is one whose function changed it (as its uid, it
+			// may: base alone; a root runner's capabilities leave only
+			// the rlimits to it).
+			if mode == "base" {
+				for _, change := range []string{`prlimit --pid $PPID --nofile=64:64`, `renice -n 19 -p $PPID`, `taskset -p 1 $PPID`} {
+					before := warmHelpers()
+					res, err := run(t, sb, 10*time.Second, `if `+change+` >/dev/null 2>&1; then echo changed; else echo refused; fi; echo $PPID`)
+					require.NoError(t, err, "log: %s", res.Log)
+					lines := strings.Fields(out(res))
+					require.Len(t, lines, 2)
+					changed, err := strconv.Atoi(lines[1])
+					require.NoError(t, err)
+					require.Contains(t, before, changed, "a warm helper ran it")
+					if change == "prlimit --pid $PPID --nofile=64:64" {
+						require.Equal(t, "changed", lines[0], "a function may lower its helper's limits")
+					}
+					require.Eventually(t, func() bool {
+						now := warmHelpers()
+						return len(now) == 2 && slices.Contains(now, changed) == (lines[0] == "refused")
+					}, 10*time.Second, 10*time.Millisecond, "%s (%s): a changed helper is replaced, an unchanged one stays", change, lines[0])
+				}
+				helpers = warmHelpers()
+			}
+
 			// A stopped call's helper is not trusted with another: it
 			// ends, and another takes its place.
 			_, err = run(t, sb, 500*time.Millisecond, `sleep 300`)

@@ -96,11 +96,6 @@ func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper
 				return nil, nil, err
 			}
 		}
-		if warm && h.exited() {
-			// It died waiting (killed from outside).
-			h.discard()
-			continue
-		}
 		if len(encoded) > spec.MaxEncoded {
 			p.put(h)
 			return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
@@ -109,7 +104,7 @@ func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper
 		if err != nil {
 			h.discard()
 			if warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
-				continue // died just now
+				continue // it died waiting (killed from outside)
 			}
 			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
 		}
@@ -298,11 +293,6 @@ func (h *warmHelper) wait() (syscall.WaitStatus, error) {
 	}
 	return state.Sys().(syscall.WaitStatus), nil
 }
-
-// exited says whether the helper has ended, without reaping it. A helper
-// whose threads are still ending is not reported yet (and may still hold
-// its pipes): its call then fails as one killed while running would.
-func (h *warmHelper) exited() bool { return exited(h.proc.Pid) }
 
 // discard ends a helper that serves no call: with its socket closed it
 // exits.

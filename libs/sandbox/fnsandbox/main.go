@@ -96,6 +96,10 @@ func serve() {
 		fail(fmt.Errorf("closing inherited descriptors on exec: %w", err))
 	}
 	unix.CloseOnExec(callSocket)
+	own, err := ownState()
+	if err != nil {
+		fail(err)
+	}
 	for n := 1; ; n++ {
 		s, err := awaitCall()
 		if err != nil {
@@ -108,7 +112,13 @@ func serve() {
 		// A call in a cgroup of its own moved the helper there and back:
 		// a helper whose move back failed, or whose memory was
 		// charged there, is not to serve another.
+		// Nor is one a function changed (without the uid layer it
+		// runs as the helper's uid: it may lower its limits, renice
+		// it or pin it), since later calls would inherit that.
 		if stopped || s.Cgroup || !awaited() {
+			exitAs(ws)
+		}
+		if now, err := ownState(); err != nil || now != own {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
@@ -119,6 +129,51 @@ func serve() {
 			os.Exit(0) // the runner is gone
 		}
 	}
+}
+
+// helperState is what of a warm helper a function running as its uid could
+// change and a later call's function would inherit: its rlimits, and each
+// thread's nice value and CPU affinity (a thread starts with its
+// creator's).
+type helperState struct {
+	limits   [unix.RLIMIT_RTTIME + 1]unix.Rlimit
+	nice     int
+	affinity unix.CPUSet
+}
+
+// ownState reads the helper's state, and fails when its threads disagree.
+func ownState() (helperState, error) {
+	var st helperState
+	for r := range st.limits {
+		if err := unix.Getrlimit(r, &st.limits[r]); err != nil {
+			return st, fmt.Errorf("reading the helper's limit %d: %w", r, err)
+		}
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return st, fmt.Errorf("reading the helper's threads: %w", err)
+	}
+	first := true
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		nice, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		var affinity unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &affinity); err != nil {
+			continue
+		}
+		if first {
+			st.nice, st.affinity, first = nice, affinity, false
+		} else if nice != st.nice || affinity != st.affinity {
+			return st, fmt.Errorf("thread %d of the helper has another nice value or CPU affinity", tid)
+		}
+	}
+	return st, nil
 }
 
 // closeOnExecFrom marks every descriptor from first on close-on-exec:

@@ -5,6 +5,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"time"
@@ -86,17 +87,21 @@ func Paced(ctx context.Context, n int, pause time.Duration, call Call) Stats {
 }
 
 // Interleaved makes n rounds of calls one at a time, each round one call of
-// each, in order, and summarizes each's. Scenarios compared this way share
-// the machine's drift (other load, caches, frequency), which a run of one
-// scenario after the other would count as their difference.
+// each, and summarizes each's. Scenarios compared this way share the
+// machine's drift (other load, caches, frequency), which a run of one
+// scenario after the other would count as their difference. Each round
+// takes them in another order (the same from run to run), so what one
+// leaves running in the background after its call (a helper started
+// again) slows no one scenario's calls more than another's.
 func Interleaved(ctx context.Context, n int, calls []Call) []Stats {
 	lat := make([][]time.Duration, len(calls))
 	errs := make([][]error, len(calls))
 	wall := make([]time.Duration, len(calls))
+	order := rand.New(rand.NewPCG(1, 2))
 	for range n {
-		for i, call := range calls {
+		for _, i := range order.Perm(len(calls)) {
 			t := time.Now()
-			err := call(ctx)
+			err := calls[i](ctx)
 			d := time.Since(t)
 			lat[i], errs[i], wall[i] = append(lat[i], d), append(errs[i], err), wall[i]+d
 		}

@@ -71,7 +71,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ws, _, err := run(s, reports, "call-"+strconv.Itoa(os.Getpid()))
+	ws, _, err := run(s, newSignals(), newCallThread(reports), "call-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		fail(err)
 	}
@@ -96,16 +96,34 @@ func serve() {
 		fail(fmt.Errorf("closing inherited descriptors on exec: %w", err))
 	}
 	unix.CloseOnExec(callSocket)
-	own, err := ownState()
+	// A child subreaper for good: every orphan below it is its call's, as
+	// it serves one at a time.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fail(fmt.Errorf("child subreaper: %w", err))
+	}
+	capable, err := hasCapabilities()
 	if err != nil {
 		fail(err)
 	}
+	own, err := ownState(capable)
+	if err != nil {
+		fail(err)
+	}
+	sig := newSignals()
 	for n := 1; ; n++ {
+		// The thread the call's restrictions go on is made while the
+		// helper waits.
+		thread := newCallThread(true)
 		s, err := awaitCall()
 		if err != nil {
 			fail(err)
 		}
-		ws, stopped, err := run(s, true, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
+		select {
+		case <-sig.stop:
+			fail(errors.New("stopped (SIGTERM or SIGINT) while waiting for a call"))
+		default:
+		}
+		ws, stopped, err := run(s, sig, thread, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
 		if err != nil {
 			fail(err)
 		}
@@ -118,7 +136,7 @@ func serve() {
 		if stopped || s.Cgroup || !awaited() {
 			exitAs(ws)
 		}
-		if now, err := ownState(); err != nil || now != own {
+		if now, err := ownState(capable); err != nil || now != own {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
@@ -142,12 +160,18 @@ type helperState struct {
 }
 
 // ownState reads the helper's state, and fails when its threads disagree.
-func ownState() (helperState, error) {
+// A helper with capabilities is reniced or pinned by none of its functions
+// (they have none: the kernel wants a caller's capabilities to cover its
+// target's), so then only its limits are read.
+func ownState(capable bool) (helperState, error) {
 	var st helperState
 	for r := range st.limits {
 		if err := unix.Getrlimit(r, &st.limits[r]); err != nil {
 			return st, fmt.Errorf("reading the helper's limit %d: %w", r, err)
 		}
+	}
+	if capable {
+		return st, nil
 	}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -174,6 +198,69 @@ func ownState() (helperState, error) {
 		}
 	}
 	return st, nil
+}
+
+// hasCapabilities says whether the helper has any permitted capability.
+func hasCapabilities() (bool, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false, fmt.Errorf("reading the helper's capabilities: %w", err)
+	}
+	return data[0].Permitted != 0 || data[1].Permitted != 0, nil
+}
+
+// signals are a helper's channels for the signals it acts on, notified for
+// its whole life (stopping a notification waits for the signal loop).
+type signals struct {
+	// stop gets SIGTERM and SIGINT: end the call.
+	stop chan os.Signal
+	// children gets SIGCHLD: reap.
+	children chan os.Signal
+}
+
+func newSignals() *signals {
+	s := &signals{stop: make(chan os.Signal, 1), children: make(chan os.Signal, 1)}
+	signal.Notify(s.stop, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(s.children, syscall.SIGCHLD)
+	return s
+}
+
+// started is what a callThread reports once the function started.
+type started struct {
+	pid int
+	// exited is set when the function ended before it was let go.
+	exited *unix.WaitStatus
+	err    error
+}
+
+// callThread is a goroutine locked to an OS thread of its own, which
+// carries a call's restrictions and is the function's parent (its
+// parent-death signal is tied to the thread): it stays alive until the
+// call is done, and then ends with the goroutine, restrictions and all.
+type callThread struct {
+	spec    chan spec.Spec
+	started chan started
+	done    chan struct{}
+}
+
+// newCallThread makes the thread; it starts the function when run sends
+// it the spec.
+func newCallThread(reports bool) *callThread {
+	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{})}
+	go func() {
+		runtime.LockOSThread()
+		var s spec.Spec
+		select {
+		case s = <-t.spec:
+		case <-t.done: // the call failed before its start
+			return
+		}
+		pid, exited, err := startRestricted(s, reports)
+		t.started <- started{pid, exited, err}
+		<-t.done
+	}()
+	return t
 }
 
 // closeOnExecFrom marks every descriptor from first on close-on-exec:
@@ -342,13 +429,16 @@ func exitCode(ws unix.WaitStatus) int {
 
 // run starts the function as s says, waits for it or for a stop signal, and
 // ends everything left below the helper.
-func run(s spec.Spec, reports bool, name string) (ws unix.WaitStatus, stopped bool, err error) {
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(stop)
-	children := make(chan os.Signal, 1)
-	signal.Notify(children, syscall.SIGCHLD)
-	defer signal.Stop(children)
+func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.WaitStatus, stopped bool, err error) {
+	defer close(thread.done)
+	children := sig.children
+	for drained := false; !drained; { // a SIGCHLD of an earlier call
+		select {
+		case <-children:
+		default:
+			drained = true
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return 0, false, fmt.Errorf("child subreaper: %w", err)
 	}
@@ -377,26 +467,8 @@ func run(s spec.Spec, reports bool, name string) (ws unix.WaitStatus, stopped bo
 		}
 		defer group.remove()
 	}
-	type started struct {
-		pid int
-		// exited is set when the function ended before it was let go.
-		exited *unix.WaitStatus
-		err    error
-	}
-	startedc := make(chan started, 1)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		// This thread carries the restrictions and is the function's
-		// parent (its parent-death signal is tied to the thread), so it
-		// stays locked and alive until the helper is done, and then ends
-		// with the goroutine.
-		runtime.LockOSThread()
-		pid, exited, err := startRestricted(s, reports)
-		startedc <- started{pid, exited, err}
-		<-done
-	}()
-	st := <-startedc
+	thread.spec <- s
+	st := <-thread.started
 	r := &reaper{function: st.pid, group: group}
 	if st.err != nil {
 		if st.pid > 0 {
@@ -410,7 +482,7 @@ func run(s spec.Spec, reports bool, name string) (ws unix.WaitStatus, stopped bo
 	for !stopped && !r.reap() && !r.functionExited {
 		select {
 		case <-children:
-		case <-stop:
+		case <-sig.stop:
 			stopped = true
 		}
 	}

@@ -574,6 +574,17 @@ print("end")'`)
 				now := warmHelpers()
 				return len(now) == 2 && !(slices.Contains(now, helpers[0]) && slices.Contains(now, helpers[1]))
 			}, 10*time.Second, 10*time.Millisecond, "the stopped call's helper was replaced")
+
+			// Told to stop from outside while it waits, a helper ends,
+			// and calls go to another.
+			idle := warmHelpers()
+			require.NoError(t, syscall.Kill(idle[0], syscall.SIGTERM))
+			require.Eventually(t, func() bool { return !slices.Contains(warmHelpers(), idle[0]) }, 10*time.Second, 10*time.Millisecond, "a helper stopped while waiting ends")
+			for range 3 {
+				res, err := run(t, sb, 10*time.Second, `cat`)
+				require.NoError(t, err)
+				assert.Equal(t, "input", out(res))
+			}
 		})
 	}
 }

@@ -36,12 +36,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
+
+// init keeps the main goroutine on the main thread, so that no call's
+// thread is ever the main thread: a goroutine that ends locked to its
+// thread ends the thread too, except the main one, which the runtime keeps.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	// The runner's report pipe, if any, is the helper's alone.
@@ -101,11 +107,7 @@ func serve() {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fail(fmt.Errorf("child subreaper: %w", err))
 	}
-	capable, err := hasCapabilities()
-	if err != nil {
-		fail(err)
-	}
-	own, err := ownState(capable)
+	own, err := ownState(true)
 	if err != nil {
 		fail(err)
 	}
@@ -114,15 +116,16 @@ func serve() {
 		// The thread the call's restrictions go on is made while the
 		// helper waits.
 		thread := newCallThread(true)
+		// Told to stop between calls (from outside: the runner stops
+		// calls only), or while it waits: it ends of it as it did
+		// before serving calls, so a call sent meanwhile fails as a
+		// stopped one and the runner's next call goes to another.
+		sig.waiting(true)
 		s, err := awaitCall()
 		if err != nil {
 			fail(err)
 		}
-		select {
-		case <-sig.stop:
-			fail(errors.New("stopped (SIGTERM or SIGINT) while waiting for a call"))
-		default:
-		}
+		sig.waiting(false)
 		ws, stopped, err := run(s, sig, thread, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
 		if err != nil {
 			fail(err)
@@ -136,7 +139,10 @@ func serve() {
 		if stopped || s.Cgroup || !awaited() {
 			exitAs(ws)
 		}
-		if now, err := ownState(capable); err != nil || now != own {
+		// A function of another uid cannot reach the helper's threads;
+		// its rlimits are read all the same.
+		threads := s.UID < 0 || s.UID == os.Geteuid()
+		if now, err := ownState(threads); err != nil || now.limits != own.limits || threads && now != own {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
@@ -151,26 +157,25 @@ func serve() {
 
 // helperState is what of a warm helper a function running as its uid could
 // change and a later call's function would inherit: its rlimits, and each
-// thread's nice value and CPU affinity (a thread starts with its
-// creator's).
+// thread's scheduling (policy, nice value, priority), I/O priority and CPU
+// affinity (a thread starts with its creator's).
 type helperState struct {
 	limits   [unix.RLIMIT_RTTIME + 1]unix.Rlimit
-	nice     int
+	sched    unix.SchedAttr
+	ioprio   uintptr
 	affinity unix.CPUSet
 }
 
-// ownState reads the helper's state, and fails when its threads disagree.
-// A helper with capabilities is reniced or pinned by none of its functions
-// (they have none: the kernel wants a caller's capabilities to cover its
-// target's), so then only its limits are read.
-func ownState(capable bool) (helperState, error) {
+// ownState reads the helper's state, its threads' too when threads is set,
+// and fails when its threads disagree.
+func ownState(threads bool) (helperState, error) {
 	var st helperState
 	for r := range st.limits {
 		if err := unix.Getrlimit(r, &st.limits[r]); err != nil {
 			return st, fmt.Errorf("reading the helper's limit %d: %w", r, err)
 		}
 	}
-	if capable {
+	if !threads {
 		return st, nil
 	}
 	tasks, err := os.ReadDir("/proc/self/task")
@@ -183,47 +188,82 @@ func ownState(capable bool) (helperState, error) {
 		if err != nil {
 			continue
 		}
-		nice, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+		sched, err := unix.SchedGetAttr(tid, 0)
 		if err != nil {
 			continue // ended meanwhile
+		}
+		const ioprioWhoProcess = 1
+		ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
+		if errno != 0 {
+			continue
 		}
 		var affinity unix.CPUSet
 		if err := unix.SchedGetaffinity(tid, &affinity); err != nil {
 			continue
 		}
 		if first {
-			st.nice, st.affinity, first = nice, affinity, false
-		} else if nice != st.nice || affinity != st.affinity {
-			return st, fmt.Errorf("thread %d of the helper has another nice value or CPU affinity", tid)
+			st.sched, st.ioprio, st.affinity, first = *sched, ioprio, affinity, false
+		} else if *sched != st.sched || ioprio != st.ioprio || affinity != st.affinity {
+			return st, fmt.Errorf("thread %d of the helper has another scheduling, I/O priority or CPU affinity", tid)
 		}
 	}
 	return st, nil
 }
 
-// hasCapabilities says whether the helper has any permitted capability.
-func hasCapabilities() (bool, error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false, fmt.Errorf("reading the helper's capabilities: %w", err)
-	}
-	return data[0].Permitted != 0 || data[1].Permitted != 0, nil
-}
-
 // signals are a helper's channels for the signals it acts on, notified for
 // its whole life (stopping a notification waits for the signal loop).
 type signals struct {
-	// stop gets SIGTERM and SIGINT: end the call.
+	// stop gets SIGTERM and SIGINT during a call: end the call.
 	stop chan os.Signal
 	// children gets SIGCHLD: reap.
 	children chan os.Signal
+
+	mu   sync.Mutex
+	idle bool
 }
 
 func newSignals() *signals {
 	s := &signals{stop: make(chan os.Signal, 1), children: make(chan os.Signal, 1)}
-	signal.Notify(s.stop, syscall.SIGTERM, syscall.SIGINT)
+	raw := make(chan os.Signal, 1)
+	signal.Notify(raw, syscall.SIGTERM, syscall.SIGINT)
 	signal.Notify(s.children, syscall.SIGCHLD)
+	go func() {
+		for got := range raw {
+			s.mu.Lock()
+			if s.idle {
+				die(got)
+			}
+			select {
+			case s.stop <- got:
+			default:
+			}
+			s.mu.Unlock()
+		}
+	}()
 	return s
+}
+
+// waiting says whether the helper waits for a call (or is in one). A
+// stop signal that came or comes while it waits ends it.
+func (s *signals) waiting(idle bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle = idle
+	if !idle {
+		return
+	}
+	select {
+	case got := <-s.stop:
+		die(got)
+	default:
+	}
+}
+
+// die ends the helper of sig, as it would without a handler for it.
+func die(sig os.Signal) {
+	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
+	_ = unix.Kill(os.Getpid(), sig.(syscall.Signal))
+	select {} // until it arrives
 }
 
 // started is what a callThread reports once the function started.
@@ -237,7 +277,8 @@ type started struct {
 // callThread is a goroutine locked to an OS thread of its own, which
 // carries a call's restrictions and is the function's parent (its
 // parent-death signal is tied to the thread): it stays alive until the
-// call is done, and then ends with the goroutine, restrictions and all.
+// call is done, and then ends with the goroutine, restrictions and all
+// (never the main thread, which the runtime would keep: see init).
 type callThread struct {
 	spec    chan spec.Spec
 	started chan started

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +101,9 @@ type process struct {
 // (net.ipv4.ip_local_port_range), so that no process's outgoing connection
 // can take the port before the service binds it, as a port the kernel hands
 // out for ":0" can be; when the range leaves no room, the kernel picks.
+// Processes on the machine that pick ports this way (tests run in
+// parallel) never pick the same one: each reserves its ports, until it
+// exits, with a lock (see reservePort).
 func FreeAddress() (string, error) {
 	low := ephemeralStart()
 	for range 100 {
@@ -107,12 +111,15 @@ func FreeAddress() (string, error) {
 			break
 		}
 		port := 10000 + rand.IntN(low-10000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if !reservePort(port) {
+			continue // another process's
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
 			continue // taken: try another
 		}
 		l.Close()
-		return l.Addr().String(), nil
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -120,6 +127,31 @@ func FreeAddress() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// portLocks is where processes picking ports with FreeAddress reserve
+// them: a directory every test on the machine shares (/tmp, not a test's
+// own temporary directory).
+const portLocks = "/tmp/fnrunner-ports"
+
+// reservePort reserves port for this process, until it exits, and says
+// whether it could: an exclusive lock on a file named for the port, whose
+// descriptor is never closed (a raw one: an os.File's finalizer would close
+// it), so the kernel lets the lock go with the process. Without the
+// directory it reserves nothing and lets the port be tried.
+func reservePort(port int) bool {
+	if err := os.MkdirAll(portLocks, 0o1777); err != nil {
+		return true
+	}
+	fd, err := syscall.Open(filepath.Join(portLocks, strconv.Itoa(port)), syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		syscall.Close(fd)
+		return false
+	}
+	return true
 }
 
 // ephemeralStart is the first port of the kernel's ephemeral range (0 when

@@ -270,6 +270,9 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %s | %s |\n", r.scenario, s.Calls, s.Errors,
 			s.P50.Round(10*time.Microsecond), s.P90.Round(10*time.Microsecond), s.P99.Round(10*time.Microsecond), throughput, ratio)
+		if s.FirstError != nil {
+			fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
+		}
 	}
 	return nil
 }

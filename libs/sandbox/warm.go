@@ -88,6 +88,9 @@ func (p *warmPool) start() (*warmHelper, error) {
 // alone and exits as the function did. The caller calls refill when the
 // call has ended: a helper starting meanwhile would take CPU from the call.
 func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper, error) {
+	if len(encoded) > spec.MaxEncoded {
+		return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
+	}
 	for {
 		h, warm := p.take()
 		if !warm {
@@ -95,10 +98,6 @@ func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper
 			if h, err = p.start(); err != nil {
 				return nil, nil, err
 			}
-		}
-		if len(encoded) > spec.MaxEncoded {
-			p.put(h)
-			return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
 		}
 		st, err := h.send(encoded, reuse)
 		if err != nil {

@@ -70,6 +70,11 @@ func main() {
 			return
 		}
 	}
+	// A child subreaper for its life: every orphan below it is its
+	// call's, as it serves one call at a time.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fail(fmt.Errorf("child subreaper: %w", err))
+	}
 	if len(os.Args) == 2 && os.Args[1] == spec.Warm {
 		serve()
 	}
@@ -102,16 +107,12 @@ func serve() {
 		fail(fmt.Errorf("closing inherited descriptors on exec: %w", err))
 	}
 	unix.CloseOnExec(callSocket)
-	// A child subreaper for good: every orphan below it is its call's, as
-	// it serves one at a time.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		fail(fmt.Errorf("child subreaper: %w", err))
-	}
 	own, err := ownState(true)
 	if err != nil {
 		fail(err)
 	}
 	sig := newSignals()
+	var buf callBuffers
 	for n := 1; ; n++ {
 		// The thread the call's restrictions go on is made while the
 		// helper waits.
@@ -121,7 +122,7 @@ func serve() {
 		// before serving calls, so a call sent meanwhile fails as a
 		// stopped one and the runner's next call goes to another.
 		sig.waiting(true)
-		s, err := awaitCall()
+		s, err := awaitCall(&buf)
 		if err != nil {
 			fail(err)
 		}
@@ -322,11 +323,16 @@ func closeOnExecFrom(first int) error {
 	return nil
 }
 
+// callBuffers are where a warm helper receives its calls, made once.
+type callBuffers struct {
+	msg, oob []byte
+}
+
 // awaitCall waits for a warm helper's next call on callSocket and puts the
 // call's descriptors in place: standard input, output and error, and the
 // report pipe on 3 (see spec.Warm). With no call (the runner closed the
 // socket or ended) it exits quietly.
-func awaitCall() (spec.Spec, error) {
+func awaitCall(buf *callBuffers) (spec.Spec, error) {
 	// While it waits, its descriptors are the runner uid's to open
 	// through /proc, a function's too where no uid or Landlock layer
 	// separates them: not dumpable, they are not (a call sent there would
@@ -335,8 +341,10 @@ func awaitCall() (spec.Spec, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return spec.Spec{}, fmt.Errorf("not dumpable: %w", err)
 	}
-	b := make([]byte, spec.MaxEncoded+1)
-	oob := make([]byte, unix.CmsgSpace(spec.Descriptors*4))
+	if buf.msg == nil {
+		buf.msg, buf.oob = make([]byte, spec.MaxEncoded+1), make([]byte, unix.CmsgSpace(spec.Descriptors*4))
+	}
+	b, oob := buf.msg, buf.oob
 	var n, oobn, flags int
 	var err error
 	for {
@@ -366,11 +374,7 @@ func awaitCall() (spec.Spec, error) {
 	// Received descriptors are numbered above 3: 0 to 3 stay open
 	// between calls (see endCall).
 	for i, fd := range fds {
-		flag := 0
-		if i == 3 {
-			flag = unix.O_CLOEXEC // the report pipe is the helper's alone
-		}
-		if err := unix.Dup3(fd, i, flag); err != nil {
+		if err := placeCallDescriptor(fd, i); err != nil {
 			return spec.Spec{}, fmt.Errorf("placing the call's descriptor %d: %w", i, err)
 		}
 		unix.Close(fd)
@@ -405,6 +409,16 @@ func awaited() bool {
 	return err == nil && n == 0
 }
 
+// placeCallDescriptor puts fd on a call's descriptor number to (0 to 3):
+// the function inherits 0 to 2, the report pipe on 3 is the helper's alone.
+func placeCallDescriptor(fd, to int) error {
+	flag := 0
+	if to == 3 {
+		flag = unix.O_CLOEXEC
+	}
+	return unix.Dup3(fd, to, flag)
+}
+
 // endCall lets go of a call that has ended: its descriptors become
 // /dev/null (so the runner sees the end of its pipes, and descriptors 0 to
 // 3 stay taken), and the working directory "/" again.
@@ -415,11 +429,7 @@ func endCall() error {
 	}
 	defer unix.Close(null)
 	for fd := 0; fd <= 3; fd++ {
-		flag := 0
-		if fd == 3 {
-			flag = unix.O_CLOEXEC
-		}
-		if err := unix.Dup3(null, fd, flag); err != nil {
+		if err := placeCallDescriptor(null, fd); err != nil {
 			return fmt.Errorf("ending the call: %w", err)
 		}
 	}
@@ -472,17 +482,9 @@ func exitCode(ws unix.WaitStatus) int {
 // ends everything left below the helper.
 func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.WaitStatus, stopped bool, err error) {
 	defer close(thread.done)
+	// A SIGCHLD left from an earlier call only makes the reaper look once
+	// more.
 	children := sig.children
-	for drained := false; !drained; { // a SIGCHLD of an earlier call
-		select {
-		case <-children:
-		default:
-			drained = true
-		}
-	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return 0, false, fmt.Errorf("child subreaper: %w", err)
-	}
 	if s.Inside {
 		if err := callMounts(s.PrivateDir, s.DirBytes); err != nil {
 			return 0, false, err

@@ -92,7 +92,13 @@ func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper
 		return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
 	}
 	for {
-		h, warm := p.take()
+		// A call served alone (started ahead of its call) gets a new
+		// helper: prestart.go judges it by its helper's CPU, which a
+		// helper that served calls has spent on them.
+		h, warm := (*warmHelper)(nil), false
+		if reuse {
+			h, warm = p.take()
+		}
 		if !warm {
 			var err error
 			if h, err = p.start(); err != nil {
@@ -234,7 +240,7 @@ func (h *warmHelper) send(encoded []byte, reuse bool) (*fnexec.Started, error) {
 			f.Close()
 		}
 	}
-	defer closeAll(theirs)
+	defer func() { closeAll(theirs) }()
 	// stdin (they read), stdout, stderr, reports (they write).
 	for i, theyRead := range []bool{true, false, false, false} {
 		r, w, err := os.Pipe()

@@ -137,15 +137,20 @@ const portLocks = "/tmp/fnrunner-ports"
 // reservePort reserves port for this process, until it exits, and says
 // whether it could: an exclusive lock on a file named for the port, whose
 // descriptor is never closed (a raw one: an os.File's finalizer would close
-// it), so the kernel lets the lock go with the process. Without the
-// directory it reserves nothing and lets the port be tried.
+// it), so the kernel lets the lock go with the process. A port it cannot
+// reserve (no directory, no file) is not handed out.
 func reservePort(port int) bool {
-	if err := os.MkdirAll(portLocks, 0o1777); err != nil {
-		return true
+	if err := os.MkdirAll(portLocks, 0o777|os.ModeSticky); err != nil {
+		return false
 	}
-	fd, err := syscall.Open(filepath.Join(portLocks, strconv.Itoa(port)), syscall.O_CREAT|syscall.O_RDWR|syscall.O_CLOEXEC, 0o666)
+	_ = os.Chmod(portLocks, 0o777|os.ModeSticky) // every uid's tests share it, whatever the umask
+	name := filepath.Join(portLocks, strconv.Itoa(port))
+	if fd, err := syscall.Open(name, syscall.O_CREAT|syscall.O_EXCL|syscall.O_CLOEXEC, 0o444); err == nil {
+		syscall.Close(fd) // made readable by all
+	}
+	fd, err := syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return true
+		return false
 	}
 	if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		syscall.Close(fd)

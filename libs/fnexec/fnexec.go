@@ -66,7 +66,7 @@ type Wrapper interface {
 	// Start starts the call's process, in a private directory it makes
 	// (Call.Prepare): possibly one started ahead of time, which gets the
 	// call now.
-	Start(c Call) (*Started, error)
+	Start(ctx context.Context, c Call) (*Started, error)
 	// Report reads what the wrapper wrote on its Reports pipe: the signal
 	// that killed the function (0 if none), and the wrapper's own failure
 	// (nil if none).
@@ -302,9 +302,9 @@ func (st *Started) wait() (syscall.WaitStatus, error) {
 // then, or from the wrapper's exit, the pipes have waitDelay to drain; the
 // copies are over when it returns (the input may be freed).
 func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (syscall.WaitStatus, syscall.Signal, error) {
-	st, err := w.Start(c)
-	if errors.Is(err, ErrPrivateDir) {
-		return 0, 0, err
+	st, err := w.Start(ctx, c)
+	if errors.Is(err, ErrPrivateDir) || err != nil && ctx.Err() != nil {
+		return 0, 0, err // Run reports ctx's end
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)

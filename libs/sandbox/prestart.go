@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"strconv"
@@ -51,6 +52,9 @@ const (
 type prestartPool struct {
 	size int
 	log  *slog.Logger
+	// ctx ends when the pool is closed: a start in flight gives up.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu    sync.Mutex
 	ready []*prestarted // least recently started first
@@ -71,7 +75,9 @@ type prestarted struct {
 }
 
 func newPrestartPool(size int, log *slog.Logger) *prestartPool {
-	return &prestartPool{size: max(size, 0), log: log, starting: map[string]chan struct{}{}, skip: map[string]bool{}}
+	p := &prestartPool{size: max(size, 0), log: log, starting: map[string]chan struct{}{}, skip: map[string]bool{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
 }
 
 // len is how many are started or starting.
@@ -116,7 +122,7 @@ func (p *prestartPool) take(key string) *fnexec.Started {
 // refill starts a process of key's function ahead of its next call, with
 // start, unless one is there or starting or the function is not to be
 // started ahead. It does not wait for the start.
-func (p *prestartPool) refill(key, name string, start func() (*fnexec.Started, error)) {
+func (p *prestartPool) refill(key, name string, start func(context.Context) (*fnexec.Started, error)) {
 	if p.size == 0 {
 		return
 	}
@@ -141,7 +147,7 @@ func (p *prestartPool) refill(key, name string, start func() (*fnexec.Started, e
 	}
 	go func() {
 		defer close(done) // after a start that came too late is ended
-		st, err := start()
+		st, err := start(p.ctx)
 		p.mu.Lock()
 		delete(p.starting, key)
 		if err != nil {
@@ -247,6 +253,7 @@ func (p *prestartPool) close() {
 	p.mu.Lock()
 	ready := p.ready
 	p.ready, p.closed = nil, true
+	p.cancel()
 	var starting []chan struct{}
 	for _, done := range p.starting {
 		starting = append(starting, done)

@@ -421,7 +421,7 @@ func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 // started ahead of time gets the call when there is one
 // (--sandbox-prestarted-functions); otherwise a warm helper, or a new one
 // when none is ready, starts it now.
-func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
+func (s *Sandbox) Start(ctx context.Context, c fnexec.Call) (*fnexec.Started, error) {
 	key, keyed := s.prestartKey(c)
 	if keyed {
 		if st := s.pre.take(key); st != nil {
@@ -430,7 +430,7 @@ func (s *Sandbox) Start(c fnexec.Call) (*fnexec.Started, error) {
 			return st, nil
 		}
 	}
-	st, err := s.start(c, true)
+	st, err := s.start(ctx, c, true)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +458,7 @@ func (s *Sandbox) afterCall(st *fnexec.Started, key string, keyed bool, c fnexec
 		release(succeeded)
 		s.warm.refill()
 		if keyed && succeeded {
-			s.pre.refill(key, c.Argv[0], func() (*fnexec.Started, error) { return s.start(c, false) })
+			s.pre.refill(key, c.Argv[0], func(ctx context.Context) (*fnexec.Started, error) { return s.start(ctx, c, false) })
 		}
 	}
 }
@@ -467,7 +467,7 @@ func (s *Sandbox) afterCall(st *fnexec.Started, key string, keyed bool, c fnexec
 // warm helper or a new one, which serves further calls when reuse is set
 // (see warmPool.run). The Started's Release removes the directory, gives
 // back the call's uid and the helper.
-func (s *Sandbox) start(c fnexec.Call, reuse bool) (*fnexec.Started, error) {
+func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec.Started, error) {
 	p, err := c.Prepare()
 	if err != nil {
 		return nil, err
@@ -478,7 +478,7 @@ func (s *Sandbox) start(c fnexec.Call, reuse bool) (*fnexec.Started, error) {
 		return nil, err
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
-	st, h, err := s.warm.run(sp.Encode(), reuse)
+	st, h, err := s.warm.run(ctx, sp.Encode(), reuse)
 	if err != nil {
 		release()
 		os.RemoveAll(p.Dir)

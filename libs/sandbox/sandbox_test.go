@@ -589,6 +589,88 @@ print("end")'`)
 	}
 }
 
+// A function that runs as its helper's uid (no uid layer) can change the
+// helpers waiting beside its own: lower their limits, raise their OOM
+// score, or leave them unable to receive a call's descriptors. No later
+// call inherits that, and none fails for it: the call goes to another
+// helper.
+func TestWarmHelperChangedWhileWaiting(t *testing.T) {
+	changes := map[string]string{
+		"limits and OOM score": `prlimit --pid $p --stack=1048576:1048576 && echo 900 > /proc/$p/oom_score_adj`,
+		"too few descriptors":  `prlimit --pid $p --nofile=5:5`,
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			sb := open(t, "base", spec.Limits{})
+			var helpers []int
+			require.Eventually(t, func() bool {
+				helpers = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+				return len(helpers) == 2
+			}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+			const show = `cat >/dev/null; echo "$(ulimit -s) $(cat /proc/self/oom_score_adj)"`
+			res, err := run(t, sb, 10*time.Second, show)
+			require.NoError(t, err)
+			want := out(res)
+
+			pids := strconv.Itoa(helpers[0]) + " " + strconv.Itoa(helpers[1])
+			res, err = run(t, sb, 10*time.Second, `for p in `+pids+`; do [ $p = $PPID ] || { `+change+`; } || exit 1; done`)
+			require.NoError(t, err, "log: %s", res.Log)
+
+			// Two calls at once: one of them goes to the changed helper
+			// (or to the one that took its place).
+			results := make(chan string, 2)
+			for range 2 {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					res, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `sleep 0.5; ` + show}, strings.NewReader("input\n"), fnexec.Options{TempDir: os.TempDir(), Sandbox: sb})
+					if err != nil {
+						results <- err.Error()
+						return
+					}
+					results <- out(res)
+				}()
+			}
+			for range 2 {
+				assert.Equal(t, want, <-results, "a call on a changed helper")
+			}
+		})
+	}
+}
+
+// A helper stopped while it waits (a function of the runner's uid may do
+// that too) holds no call past its deadline, and is not handed another.
+func TestWarmHelperStoppedWhileWaiting(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	var helpers []int
+	require.Eventually(t, func() bool {
+		helpers = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+		return len(helpers) == 2
+	}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+	for _, pid := range helpers {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	}
+	// Each stopped helper costs at most the call that took it.
+	var failed int
+	for {
+		res, err := run(t, sb, time.Second, `cat`)
+		if err == nil {
+			assert.Equal(t, "input", out(res))
+			break
+		}
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		failed++
+		require.LessOrEqual(t, failed, len(helpers), "a call went to a helper that had failed one already")
+	}
+	for _, pid := range helpers {
+		assert.Eventually(t, func() bool {
+			var info unix.Siginfo
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+			return err != nil // reaped
+		}, 10*time.Second, 10*time.Millisecond, "the stopped helper %d is gone", pid)
+	}
+}
+
 func cmdline(pid int) string {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return strings.ReplaceAll(string(b), "\x00", " ")

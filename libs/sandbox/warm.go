@@ -1,14 +1,17 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -82,12 +85,13 @@ func (p *warmPool) start() (*warmHelper, error) {
 }
 
 // run hands encoded (a spec.Spec) and the call's pipes to a ready
-// helper, or to one started now when none is. With reuse, the helper answers
-// when the call has ended and the Started's Wait reads the answer; the
-// caller then hands the helper back with put. Without, it serves this call
-// alone and exits as the function did. The caller calls refill when the
-// call has ended: a helper starting meanwhile would take CPU from the call.
-func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper, error) {
+// helper, or to one started now when none is, and waits for it to accept the
+// call (or for ctx to end). With reuse, the helper answers when the call has
+// ended and the Started's Wait reads the answer; the caller then hands the
+// helper back with put. Without, it serves this call alone and exits as the
+// function did. The caller calls refill when the call has ended: a helper
+// starting meanwhile would take CPU from the call.
+func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec.Started, *warmHelper, error) {
 	if len(encoded) > spec.MaxEncoded {
 		return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
 	}
@@ -105,10 +109,22 @@ func (p *warmPool) run(encoded []byte, reuse bool) (*fnexec.Started, *warmHelper
 				return nil, nil, err
 			}
 		}
-		st, err := h.send(encoded, reuse)
+		st, err := h.send(ctx, encoded, reuse)
 		if err != nil {
+			// It did not take the call: of no further use (a
+			// stopped one would not exit of its socket's closing).
+			_ = h.proc.Kill()
 			h.discard()
-			if warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)) {
+			var refused *spec.RefusedError
+			switch {
+			case ctx.Err() != nil:
+				return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, context.Cause(ctx))
+			case warm && errors.As(err, &refused):
+				// Changed while it waited (see spec.Warm): a
+				// function of the runner's uid reached it.
+				p.log.Warn("a warm sandbox helper refused a call; another takes it", "err", err)
+				continue
+			case warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)):
 				continue // it died waiting (killed from outside)
 			}
 			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
@@ -231,9 +247,10 @@ func startHelper(helper string) (*warmHelper, error) {
 }
 
 // send hands the helper a call: its spec and the helper's ends of the
-// call's pipes (standard streams and reports). Without reuse the socket is
-// closed after it, so the helper serves this call alone.
-func (h *warmHelper) send(encoded []byte, reuse bool) (*fnexec.Started, error) {
+// call's pipes (standard streams and reports), and waits for its acceptance
+// (spec.Warm) until ctx ends. Without reuse the socket is closed after it,
+// so the helper serves this call alone.
+func (h *warmHelper) send(ctx context.Context, encoded []byte, reuse bool) (*fnexec.Started, error) {
 	var theirs, ours []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
@@ -261,6 +278,9 @@ func (h *warmHelper) send(encoded []byte, reuse bool) (*fnexec.Started, error) {
 	_, _, err := h.conn.WriteMsgUnix(encoded, unix.UnixRights(fds...), nil)
 	closeAll(theirs)
 	theirs = nil
+	if err == nil {
+		err = h.accepted(ctx)
+	}
 	if err != nil {
 		closeAll(ours)
 		return nil, err
@@ -276,6 +296,24 @@ func (h *warmHelper) send(encoded []byte, reuse bool) (*fnexec.Started, error) {
 		h.conn.Close()
 	}
 	return st, nil
+}
+
+// accepted reads the helper's first answer to a call: nil when it runs it,
+// a *spec.RefusedError when it does not, io.EOF when it ended without an
+// answer.
+func (h *warmHelper) accepted(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = h.conn.SetReadDeadline(time.Unix(1, 0)) })
+	b := make([]byte, 4096)
+	n, err := h.conn.Read(b)
+	if !stop() {
+		// The deadline is set, or being set: the socket is of no
+		// further use.
+		return fmt.Errorf("waiting for the sandbox helper: %w", context.Cause(ctx))
+	}
+	if err != nil {
+		return err
+	}
+	return spec.ParseAcceptance(b[:n])
 }
 
 // wait waits for the helper's answer to its call: the call's exit code.

@@ -107,7 +107,11 @@ func serve() {
 		fail(fmt.Errorf("closing inherited descriptors on exec: %w", err))
 	}
 	unix.CloseOnExec(callSocket)
-	own, err := ownState(true)
+	state, err := openStateFiles()
+	if err != nil {
+		fail(err)
+	}
+	own, err := state.read()
 	if err != nil {
 		fail(err)
 	}
@@ -123,8 +127,17 @@ func serve() {
 		// stopped one and the runner's next call goes to another.
 		sig.waiting(true)
 		s, err := awaitCall(&buf)
+		// While it waited, a function running as its uid outside a pid
+		// namespace (no uid or userns layer) may have changed it: it
+		// refuses the call rather than pass that on.
+		if err == nil && s.UID < 0 && !s.Namespaces {
+			err = state.unchanged(own)
+		}
 		if err != nil {
-			fail(err)
+			refuse(err)
+		}
+		if _, err := unix.Write(callSocket, []byte(spec.Accepted)); err != nil {
+			os.Exit(0) // the runner is gone
 		}
 		sig.waiting(false)
 		ws, stopped, err := run(s, sig, thread, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
@@ -134,16 +147,9 @@ func serve() {
 		// A call in a cgroup of its own moved the helper there and back:
 		// a helper whose move back failed, or whose memory was
 		// charged there, is not to serve another.
-		// Nor is one a function changed (without the uid layer it
-		// runs as the helper's uid: it may lower its limits, renice
-		// it or pin it), since later calls would inherit that.
-		if stopped || s.Cgroup || !awaited() {
-			exitAs(ws)
-		}
-		// A function of another uid cannot reach the helper's threads;
-		// its rlimits are read all the same.
-		threads := s.UID < 0 || s.UID == os.Geteuid()
-		if now, err := ownState(threads); err != nil || now.limits != own.limits || threads && now != own {
+		// Nor is one its function changed: ended now, it does not
+		// refuse the next call.
+		if stopped || s.Cgroup || !awaited() || state.unchanged(own) != nil {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
@@ -156,59 +162,11 @@ func serve() {
 	}
 }
 
-// helperState is what of a warm helper a function running as its uid could
-// change and a later call's function would inherit: its rlimits, and each
-// thread's scheduling (policy, nice value, priority), I/O priority and CPU
-// affinity (a thread starts with its creator's).
-type helperState struct {
-	limits   [unix.RLIMIT_RTTIME + 1]unix.Rlimit
-	sched    unix.SchedAttr
-	ioprio   uintptr
-	affinity unix.CPUSet
-}
-
-// ownState reads the helper's state, its threads' too when threads is set,
-// and fails when its threads disagree.
-func ownState(threads bool) (helperState, error) {
-	var st helperState
-	for r := range st.limits {
-		if err := unix.Getrlimit(r, &st.limits[r]); err != nil {
-			return st, fmt.Errorf("reading the helper's limit %d: %w", r, err)
-		}
-	}
-	if !threads {
-		return st, nil
-	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return st, fmt.Errorf("reading the helper's threads: %w", err)
-	}
-	first := true
-	for _, task := range tasks {
-		tid, err := strconv.Atoi(task.Name())
-		if err != nil {
-			continue
-		}
-		sched, err := unix.SchedGetAttr(tid, 0)
-		if err != nil {
-			continue // ended meanwhile
-		}
-		const ioprioWhoProcess = 1
-		ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
-		if errno != 0 {
-			continue
-		}
-		var affinity unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &affinity); err != nil {
-			continue
-		}
-		if first {
-			st.sched, st.ioprio, st.affinity, first = *sched, ioprio, affinity, false
-		} else if *sched != st.sched || ioprio != st.ioprio || affinity != st.affinity {
-			return st, fmt.Errorf("thread %d of the helper has another scheduling, I/O priority or CPU affinity", tid)
-		}
-	}
-	return st, nil
+// refuse answers a warm helper's call with why it does not run it, and
+// ends the helper as a sandbox failure.
+func refuse(err error) {
+	_, _ = unix.Write(callSocket, spec.FormatRefusal(err.Error()))
+	fail(err)
 }
 
 // signals are a helper's channels for the signals it acts on, notified for

@@ -96,10 +96,42 @@ const Probe = "-probe"
 // report pipe as four descriptors (SCM_RIGHTS). When the call has ended and
 // every process of it is gone, the helper closes those descriptors and
 // answers with one message, FormatExit's form, then waits for the next call.
-// A runner that closes the socket after a call's message gets no answer:
+// Before it runs a call, it answers Accepted, or FormatRefusal's form when it
+// will not run it (it then ends): it could not take the call's descriptors,
+// or it is no longer as it started (a function running as its uid changed
+// it meanwhile). A refused call never started; another helper may take it.
+// A runner that closes the socket after the acceptance gets no other answer:
 // the helper exits as the function did when that call ends (and quietly
 // when no call came).
 const Warm = "-warm"
+
+// Accepted is a warm helper's first answer to a call it runs.
+const Accepted = "accepted"
+
+// FormatRefusal is a warm helper's first answer to a call it does not run:
+// why.
+func FormatRefusal(reason string) []byte { return []byte(refusedPrefix + reason) }
+
+const refusedPrefix = "refused "
+
+// RefusedError is a warm helper's refusal of a call, which it never started.
+type RefusedError struct {
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return "sandbox helper refused the call: " + e.Reason }
+
+// ParseAcceptance decodes a warm helper's first answer to a call: nil for
+// Accepted, a *RefusedError for FormatRefusal's form.
+func ParseAcceptance(b []byte) error {
+	if string(b) == Accepted {
+		return nil
+	}
+	if reason, ok := strings.CutPrefix(string(b), refusedPrefix); ok {
+		return &RefusedError{Reason: reason}
+	}
+	return fmt.Errorf("sandbox helper answered %q, neither accepting nor refusing the call", b)
+}
 
 // MaxEncoded bounds a warm helper's call message (a unix socket's default
 // send buffer, 208 KiB on Linux, bounds one message).

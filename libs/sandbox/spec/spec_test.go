@@ -1,6 +1,7 @@
 package spec_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +58,22 @@ func TestHelperReports(t *testing.T) {
 	sig, failure = spec.ParseHelperReport(spec.ErrorReport("starting /fn: no such file") + "\n")
 	assert.Zero(t, sig)
 	assert.Equal(t, "fnsandbox: starting /fn: no such file", failure)
+}
+
+func TestWarmHelperAnswers(t *testing.T) {
+	require.NoError(t, spec.ParseAcceptance([]byte(spec.Accepted)))
+	var refused *spec.RefusedError
+	require.ErrorAs(t, spec.ParseAcceptance(spec.FormatRefusal("changed")), &refused)
+	assert.Equal(t, "changed", refused.Reason)
+	err := spec.ParseAcceptance(spec.FormatExit(0))
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &refused), "an exit code is no refusal")
+
+	code, err := spec.ParseExit(spec.FormatExit(137))
+	require.NoError(t, err)
+	assert.Equal(t, 137, code)
+	for _, bad := range []string{spec.Accepted, "exit 256", "exit -1", "exit"} {
+		_, err := spec.ParseExit([]byte(bad))
+		assert.Error(t, err, bad)
+	}
 }

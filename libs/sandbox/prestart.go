@@ -34,6 +34,10 @@ const (
 	// maxSkipped bounds the functions remembered as not to be started
 	// ahead.
 	maxSkipped = 1024
+	// startWithin bounds a start ahead: its new helper accepts the call
+	// in milliseconds unless stopped from outside, and calls of the
+	// function wait for it (see take).
+	startWithin = 10 * time.Second
 )
 
 // prestartPool keeps function processes started ahead of time, each in
@@ -88,13 +92,17 @@ func (p *prestartPool) len() int {
 }
 
 // take returns the process started ahead for key, if one is there and
-// still waiting. One being started is waited for: its helper is further
-// on than a new one would be.
-func (p *prestartPool) take(key string) *fnexec.Started {
+// still waiting. One being started is waited for, until ctx ends: its
+// helper is further on than a new one would be.
+func (p *prestartPool) take(ctx context.Context, key string) *fnexec.Started {
 	p.mu.Lock()
 	if starting, ok := p.starting[key]; ok {
 		p.mu.Unlock()
-		<-starting
+		select {
+		case <-starting:
+		case <-ctx.Done():
+			return nil
+		}
 		p.mu.Lock()
 	}
 	var got *prestarted
@@ -147,7 +155,9 @@ func (p *prestartPool) refill(key, name string, start func(context.Context) (*fn
 	}
 	go func() {
 		defer close(done) // after a start that came too late is ended
-		st, err := start(p.ctx)
+		ctx, cancel := context.WithTimeout(p.ctx, startWithin)
+		st, err := start(ctx)
+		cancel()
 		p.mu.Lock()
 		delete(p.starting, key)
 		if err != nil {

@@ -192,3 +192,37 @@ func TestPrestartedProcessStartingADaemonIsEnded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, fx.sb.Prestarted(), "not started ahead again")
 }
+
+// A helper started ahead of a call that never accepts it (stopped from
+// outside; here it never answers) holds no call past its deadline, and
+// calls of the function go on once it is given up.
+func TestPrestartThatNeverAcceptsHoldsNoCall(t *testing.T) {
+	root := tempRoot(t)
+	mute := filepath.Join(root, "mute")
+	// Helpers started while mute exists never answer.
+	muted := filepath.Join(root, "fnsandbox")
+	require.NoError(t, os.WriteFile(muted, []byte("#!/bin/bash\nif [ \"$1\" = -warm ] && [ -e "+mute+" ]; then exec sleep 600; fi\nexec "+helper(t)+" \"$@\"\n"), 0o755))
+	f := sandbox.Flags{Mode: "base", Helper: muted, ReadOnly: sandbox.SystemReadOnly, TempDir: root, PrestartedFunctions: 1}
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	t.Cleanup(sb.Close)
+	call := func(timeout time.Duration) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		res, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `[ -e "$MUTE" ] || touch "$MUTE"; cat`}, strings.NewReader("input\n"), fnexec.Options{Sandbox: sb, TempDir: root, Env: []string{"MUTE=" + mute}})
+		return out(res), err
+	}
+	// The call mutes the helpers started after it: the one started ahead
+	// of the next call, and the next call's own.
+	got, err := call(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "input", got)
+	_, err = call(time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	require.NoError(t, os.Remove(mute))
+	assert.Eventually(t, func() bool {
+		got, err := call(10 * time.Second)
+		return err == nil && got == "input"
+	}, time.Minute, 100*time.Millisecond, "calls go on once the mute start is given up")
+}

@@ -424,7 +424,7 @@ func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 func (s *Sandbox) Start(ctx context.Context, c fnexec.Call) (*fnexec.Started, error) {
 	key, keyed := s.prestartKey(c)
 	if keyed {
-		if st := s.pre.take(key); st != nil {
+		if st := s.pre.take(ctx, key); st != nil {
 			s.starts.WithLabelValues("prestarted").Inc()
 			s.afterCall(st, key, keyed, c)
 			return st, nil

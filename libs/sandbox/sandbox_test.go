@@ -590,14 +590,18 @@ print("end")'`)
 }
 
 // A function that runs as its helper's uid (no uid layer) can change the
-// helpers waiting beside its own: lower their limits, raise their OOM
-// score, or leave them unable to receive a call's descriptors. No later
-// call inherits that, and none fails for it: the call goes to another
-// helper.
+// helpers waiting beside its own: lower their limits, leave them unable to
+// receive a call's descriptors, and, as root, raise their OOM score. No
+// later call inherits that, and none fails for it: the changed helper
+// refuses the call, which goes to another.
 func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 	changes := map[string]string{
-		"limits and OOM score": `prlimit --pid $p --stack=1048576:1048576 && echo 900 > /proc/$p/oom_score_adj`,
-		"too few descriptors":  `prlimit --pid $p --nofile=5:5`,
+		"limits":              `prlimit --pid $p --stack=1048576:1048576`,
+		"too few descriptors": `prlimit --pid $p --nofile=5:5`,
+	}
+	if os.Getuid() == 0 {
+		// A waiting helper is not dumpable: its /proc files are root's.
+		changes["OOM score"] = `echo 900 > /proc/$p/oom_score_adj`
 	}
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {
@@ -607,33 +611,46 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 				helpers = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
 				return len(helpers) == 2
 			}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
-			const show = `cat >/dev/null; echo "$(ulimit -s) $(cat /proc/self/oom_score_adj)"`
-			res, err := run(t, sb, 10*time.Second, show)
+			const show = `echo "$(ulimit -s) $(cat /proc/self/oom_score_adj)"`
+			res, err := run(t, sb, 10*time.Second, `cat >/dev/null; `+show)
 			require.NoError(t, err)
 			want := out(res)
 
+			// The helper that ran it changes the other.
 			pids := strconv.Itoa(helpers[0]) + " " + strconv.Itoa(helpers[1])
-			res, err = run(t, sb, 10*time.Second, `for p in `+pids+`; do [ $p = $PPID ] || { `+change+`; } || exit 1; done`)
+			res, err = run(t, sb, 10*time.Second, `cat >/dev/null; for p in `+pids+`; do [ $p = $PPID ] && echo $p || { `+change+`; } || exit 1; done`)
 			require.NoError(t, err, "log: %s", res.Log)
+			unchanged, err := strconv.Atoi(out(res))
+			require.NoError(t, err)
+			changed := helpers[0]
+			if changed == unchanged {
+				changed = helpers[1]
+			}
 
-			// Two calls at once: one of them goes to the changed helper
-			// (or to the one that took its place).
-			results := make(chan string, 2)
-			for range 2 {
-				go func() {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					defer cancel()
-					res, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `sleep 0.5; ` + show}, strings.NewReader("input\n"), fnexec.Options{TempDir: os.TempDir(), Sandbox: sb})
-					if err != nil {
-						results <- err.Error()
-						return
-					}
-					results <- out(res)
-				}()
-			}
-			for range 2 {
-				assert.Equal(t, want, <-results, "a call on a changed helper")
-			}
+			// Two calls at once take both helpers: the first waits
+			// for the second to end.
+			gate := filepath.Join(tempRoot(t), "gate")
+			require.NoError(t, unix.Mkfifo(gate, 0o600))
+			first := make(chan string, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				res, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `cat >/dev/null; read x < ` + gate + `; ` + show}, strings.NewReader("input\n"), fnexec.Options{TempDir: tempRoot(t), Sandbox: sb})
+				if err != nil {
+					first <- err.Error()
+					return
+				}
+				first <- out(res)
+			}()
+			require.Eventually(t, func() bool {
+				return len(processes(t, func(p process) bool { return strings.Contains(p.cmdline, "read x < "+gate) })) > 0
+			}, 10*time.Second, 10*time.Millisecond, "the first call runs")
+			res, err = run(t, sb, 10*time.Second, `cat >/dev/null; `+show+`; echo go > `+gate)
+			require.NoError(t, err, "log: %s", res.Log)
+			assert.Equal(t, want, out(res), "a call on the changed helper")
+			assert.Equal(t, want, <-first)
+			var info unix.Siginfo
+			assert.Error(t, unix.Waitid(unix.P_PID, changed, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil), "the changed helper was refused and reaped")
 		})
 	}
 }

@@ -110,26 +110,32 @@ func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec
 			}
 		}
 		st, err := h.send(ctx, encoded, reuse)
-		if err != nil {
-			// It did not take the call: of no further use (a
-			// stopped one would not exit of its socket's closing).
-			_ = h.proc.Kill()
-			h.discard()
-			var refused *spec.RefusedError
-			switch {
-			case ctx.Err() != nil:
-				return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, context.Cause(ctx))
-			case warm && errors.As(err, &refused):
-				// Changed while it waited (see spec.Warm): a
-				// function of the runner's uid reached it.
-				p.log.Warn("a warm sandbox helper refused a call; another takes it", "err", err)
-				continue
-			case warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)):
-				continue // it died waiting (killed from outside)
-			}
-			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
+		if err == nil {
+			return st, h, nil
 		}
-		return st, h, nil
+		if ctx.Err() != nil {
+			// It may have accepted the call meanwhile and started
+			// the function: stopped as a call is, it ends every
+			// process of it (and a helper stopped from outside is
+			// killed).
+			go h.terminate()
+			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, context.Cause(ctx))
+		}
+		// It did not take the call: of no further use (one stopped
+		// from outside would not exit of its socket's closing).
+		_ = h.proc.Kill()
+		h.discard()
+		var refused *spec.RefusedError
+		switch {
+		case warm && errors.As(err, &refused) && refused.HelperAtFault:
+			// Changed while it waited (see spec.Warm): a function of
+			// the runner's uid reached it.
+			p.log.Warn("a warm sandbox helper refused a call; another takes it", "err", err)
+			continue
+		case warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)):
+			continue // it died waiting (killed from outside)
+		}
+		return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
 	}
 }
 
@@ -299,8 +305,8 @@ func (h *warmHelper) send(ctx context.Context, encoded []byte, reuse bool) (*fne
 }
 
 // accepted reads the helper's first answer to a call: nil when it runs it,
-// a *spec.RefusedError when it does not, io.EOF when it ended without an
-// answer.
+// a *spec.RefusedError when it does not, io.EOF or ECONNRESET (wrapped) when
+// it ended without an answer, and ctx's error when ctx ended first.
 func (h *warmHelper) accepted(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = h.conn.SetReadDeadline(time.Unix(1, 0)) })
 	b := make([]byte, 4096)
@@ -311,7 +317,7 @@ func (h *warmHelper) accepted(ctx context.Context) error {
 		return fmt.Errorf("waiting for the sandbox helper: %w", context.Cause(ctx))
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("waiting for the sandbox helper to accept the call: %w", err)
 	}
 	return spec.ParseAcceptance(b[:n])
 }
@@ -336,6 +342,21 @@ func (h *warmHelper) wait() (syscall.WaitStatus, error) {
 	}
 	return state.Sys().(syscall.WaitStatus), nil
 }
+
+// terminate ends a helper that may be running a call the runner gave up
+// on: SIGTERM, which stops a call as a cancelled one is stopped (every process
+// of it ended, its cgroup removed), then SIGKILL if it is still there
+// stopGrace later.
+func (h *warmHelper) terminate() {
+	_ = h.proc.Signal(syscall.SIGTERM)
+	kill := time.AfterFunc(stopGrace, func() { _ = h.proc.Kill() })
+	defer kill.Stop()
+	h.discard()
+}
+
+// stopGrace is how long a helper told to stop has to end its call, as
+// fnexec gives a wrapper.
+const stopGrace = 5 * time.Second
 
 // discard ends a helper that serves no call: with its socket closed it
 // exits.

@@ -131,7 +131,9 @@ func serve() {
 		// namespace (no uid or userns layer) may have changed it: it
 		// refuses the call rather than pass that on.
 		if err == nil && s.UID < 0 && !s.Namespaces {
-			err = state.unchanged(own)
+			if changed := state.unchanged(own); changed != nil {
+				err = helperFault{changed}
+			}
 		}
 		if err != nil {
 			refuse(err)
@@ -165,7 +167,8 @@ func serve() {
 // refuse answers a warm helper's call with why it does not run it, and
 // ends the helper as a sandbox failure.
 func refuse(err error) {
-	_, _ = unix.Write(callSocket, spec.FormatRefusal(err.Error()))
+	var fault helperFault
+	_, _ = unix.Write(callSocket, spec.FormatRefusal(err.Error(), errors.As(err, &fault)))
 	fail(err)
 }
 
@@ -312,7 +315,7 @@ func awaitCall(buf *callBuffers) (spec.Spec, error) {
 		}
 	}
 	if err != nil {
-		return spec.Spec{}, fmt.Errorf("reading the call: %w", err)
+		return spec.Spec{}, helperFault{fmt.Errorf("reading the call: %w", err)}
 	}
 	fds, fdErr := receivedDescriptors(oob[:oobn])
 	if n == 0 && oobn == 0 {
@@ -323,9 +326,13 @@ func awaitCall(buf *callBuffers) (spec.Spec, error) {
 	}
 	switch {
 	case fdErr != nil:
-		return spec.Spec{}, fdErr
-	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || n > spec.MaxEncoded:
-		return spec.Spec{}, fmt.Errorf("call larger than %d bytes or %d descriptors", spec.MaxEncoded, spec.Descriptors)
+		return spec.Spec{}, helperFault{fdErr}
+	case flags&unix.MSG_CTRUNC != 0:
+		// Its limit on open files, lowered from outside, leaves no
+		// room for them.
+		return spec.Spec{}, helperFault{fmt.Errorf("the call's %d descriptors did not fit (open files limited?)", spec.Descriptors)}
+	case flags&unix.MSG_TRUNC != 0 || n > spec.MaxEncoded:
+		return spec.Spec{}, fmt.Errorf("call larger than %d bytes", spec.MaxEncoded)
 	case len(fds) != spec.Descriptors:
 		return spec.Spec{}, fmt.Errorf("call came with %d descriptors, not %d", len(fds), spec.Descriptors)
 	}
@@ -333,12 +340,18 @@ func awaitCall(buf *callBuffers) (spec.Spec, error) {
 	// between calls (see endCall).
 	for i, fd := range fds {
 		if err := placeCallDescriptor(fd, i); err != nil {
-			return spec.Spec{}, fmt.Errorf("placing the call's descriptor %d: %w", i, err)
+			return spec.Spec{}, helperFault{fmt.Errorf("placing the call's descriptor %d: %w", i, err)}
 		}
 		unix.Close(fd)
 	}
 	return spec.Decode(b[:n])
 }
+
+// helperFault is a warm helper's failure to take a call that another
+// helper may run: the helper is at fault, not the call.
+type helperFault struct{ error }
+
+func (f helperFault) Unwrap() error { return f.error }
 
 // receivedDescriptors are the descriptors in a call message's control
 // data.

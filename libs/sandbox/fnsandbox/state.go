@@ -60,6 +60,9 @@ func (f *stateFiles) read() (helperState, error) {
 		if err != nil {
 			return st, fmt.Errorf("reading the helper's state: %w", err)
 		}
+		if n == len(f.buf) {
+			return st, fmt.Errorf("reading the helper's state: over %d bytes", len(f.buf))
+		}
 		*file.into = string(f.buf[:n])
 	}
 	tids, err := f.threads()

@@ -109,14 +109,27 @@ const Warm = "-warm"
 const Accepted = "accepted"
 
 // FormatRefusal is a warm helper's first answer to a call it does not run:
-// why.
-func FormatRefusal(reason string) []byte { return []byte(refusedPrefix + reason) }
+// why, and whether the helper is at fault (it changed, or could not take
+// the call's descriptors: another helper may run the call) or the call is (a
+// message no helper would run).
+func FormatRefusal(reason string, helperAtFault bool) []byte {
+	kind := refusedCall
+	if helperAtFault {
+		kind = refusedHelper
+	}
+	return []byte(kind + reason)
+}
 
-const refusedPrefix = "refused "
+const (
+	refusedHelper = "refused helper: "
+	refusedCall   = "refused call: "
+)
 
 // RefusedError is a warm helper's refusal of a call, which it never started.
 type RefusedError struct {
 	Reason string
+	// HelperAtFault is set when another helper may run the call.
+	HelperAtFault bool
 }
 
 func (e *RefusedError) Error() string { return "sandbox helper refused the call: " + e.Reason }
@@ -127,7 +140,10 @@ func ParseAcceptance(b []byte) error {
 	if string(b) == Accepted {
 		return nil
 	}
-	if reason, ok := strings.CutPrefix(string(b), refusedPrefix); ok {
+	if reason, ok := strings.CutPrefix(string(b), refusedHelper); ok {
+		return &RefusedError{Reason: reason, HelperAtFault: true}
+	}
+	if reason, ok := strings.CutPrefix(string(b), refusedCall); ok {
 		return &RefusedError{Reason: reason}
 	}
 	return fmt.Errorf("sandbox helper answered %q, neither accepting nor refusing the call", b)

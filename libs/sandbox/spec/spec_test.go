@@ -63,8 +63,12 @@ func TestHelperReports(t *testing.T) {
 func TestWarmHelperAnswers(t *testing.T) {
 	require.NoError(t, spec.ParseAcceptance([]byte(spec.Accepted)))
 	var refused *spec.RefusedError
-	require.ErrorAs(t, spec.ParseAcceptance(spec.FormatRefusal("changed")), &refused)
+	require.ErrorAs(t, spec.ParseAcceptance(spec.FormatRefusal("changed", true)), &refused)
 	assert.Equal(t, "changed", refused.Reason)
+	assert.True(t, refused.HelperAtFault)
+	require.ErrorAs(t, spec.ParseAcceptance(spec.FormatRefusal("bad spec", false)), &refused)
+	assert.Equal(t, "bad spec", refused.Reason)
+	assert.False(t, refused.HelperAtFault)
 	err := spec.ParseAcceptance(spec.FormatExit(0))
 	require.Error(t, err)
 	assert.False(t, errors.As(err, &refused), "an exit code is no refusal")

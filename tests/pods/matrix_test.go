@@ -20,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
@@ -29,9 +31,14 @@ import (
 )
 
 var (
-	benchOut   = flag.String("bench-out", "", "Directory for BenchmarkMatrix's table (matrix.md) and charts (*.png); empty: print the table only.")
-	benchScale = flag.Float64("bench-scale", 1, "Multiplies the number of calls of each BenchmarkMatrix scenario.")
+	benchOut       = flag.String("bench-out", "", "Directory for BenchmarkMatrix's table (matrix.md) and charts (*.png); empty: print the table only.")
+	benchScale     = flag.Float64("bench-scale", 1, "Multiplies the number of calls of each BenchmarkMatrix scenario.")
+	benchExecutors = flag.String("bench-executors", "bare,go,binary,sandbox,pod", `BenchmarkMatrix's executors, comma-separated: "bare" (exec of the binary), "go", "binary" (--sandbox=none), "sandbox" (the binary executor in each sandbox layer set this machine allows) and "pod" (warm and cold).`)
 )
+
+// sandboxLayerSets are the binary executor's rows beside "binary"
+// (--sandbox=none): each layer set adds one layer to the one before.
+var sandboxLayerSets = []string{"base", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns", "base,landlock,uid,userns,cgroup"}
 
 type benchFunction struct {
 	name, image, env, entrypoint string
@@ -80,10 +87,12 @@ func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {
 }
 
 // BenchmarkMatrix measures set-namespace, starlark and set-labels on small and 3 MiB
-// inputs through every executor (go, binary, pod warm, pod cold) at 1, 8 and
-// 64 calls in flight, next to a bare exec of the same binary. It prints a
-// markdown table and, with -bench-out, writes it and a chart per scenario.
-// It asserts nothing. Run it with tools/bazel run //tools/bench:matrix.
+// inputs through every executor (go, binary with --sandbox=none, binary in
+// each sandbox layer set, pod warm, pod cold; -bench-executors picks some) at
+// 1, 8 and 64 calls in flight, next to a bare exec of the same binary. It
+// prints a markdown table and, with -bench-out, writes it and a chart per
+// scenario. It asserts nothing. Run it with tools/bazel run
+// //tools/bench:matrix.
 func BenchmarkMatrix(b *testing.B) {
 	ctx := context.Background()
 	var rows []report.Row
@@ -102,8 +111,16 @@ func BenchmarkMatrix(b *testing.B) {
 		}
 	}
 
+	executors := map[string]bool{}
+	for _, ex := range strings.Split(*benchExecutors, ",") {
+		executors[strings.TrimSpace(ex)] = true
+	}
+
 	// The floor: the function binary, exec'd directly.
 	for _, fn := range benchFunctions {
+		if !executors["bare"] {
+			break
+		}
 		bin := harness.Binary(b, fn.env)
 		for _, in := range benchInputs {
 			data := inputs[fn.name][in.name]
@@ -118,9 +135,33 @@ func BenchmarkMatrix(b *testing.B) {
 		}
 	}
 
-	// go and binary: the loopback stack, one executor at a time.
-	for _, ex := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
-		s := stack.Start(b, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + ex.disable}})
+	// go, binary and the binary executor in each sandbox layer set: the
+	// loopback stack, one executor at a time.
+	type stackExecutor struct {
+		name, disable, sandbox string
+	}
+	var stackExecutors []stackExecutor
+	if executors["go"] {
+		stackExecutors = append(stackExecutors, stackExecutor{"go", "binary,pod", "auto"})
+	}
+	if executors["binary"] {
+		stackExecutors = append(stackExecutors, stackExecutor{"binary", "go,pod", "none"})
+	}
+	if executors["sandbox"] {
+		found, err := sandbox.Probe(ctx, harness.Binary(b, "FNRUNNER_FNSANDBOX"))
+		if err != nil {
+			b.Fatalf("sandbox probe: %v", err)
+		}
+		for _, set := range sandboxLayerSets {
+			if missing := missingLayers(found, set); missing != "" {
+				b.Logf("no binary (%s) rows: %s", set, missing)
+				continue
+			}
+			stackExecutors = append(stackExecutors, stackExecutor{"binary (" + set + ")", "go,pod", set})
+		}
+	}
+	for _, ex := range stackExecutors {
+		s := stack.Start(b, stack.Options{GatewayArgs: []string{"--disable-runtimes=" + ex.disable}, BinaryRunnerArgs: []string{"--sandbox=" + ex.sandbox}})
 		pids := map[string]int{}
 		for _, svc := range []string{"gateway", "config-reconciler", "binary-runner"} {
 			if pids[svc], _ = s.Pid(svc); pids[svc] == 0 {
@@ -144,7 +185,60 @@ func BenchmarkMatrix(b *testing.B) {
 		}
 	}
 
-	// pod warm and pod cold: envtest, the test kubelet, images in a registry.
+	if executors["pod"] {
+		podRows(ctx, b, inputs, add)
+	}
+
+	// Group the rows by scenario for the table and the charts.
+	// Group the rows by scenario for the table and the charts.
+	var ordered []report.Row
+	for _, fn := range benchFunctions {
+		for _, in := range benchInputs {
+			for _, r := range rows {
+				if r.Function == fn.name && r.Input == in.name {
+					ordered = append(ordered, r)
+				}
+			}
+		}
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "Measured %s on %s; calls per row as the n column says.\n\n", time.Now().UTC().Format("2006-01-02"), machine())
+	if err := report.Markdown(&table, ordered); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Println(table.String())
+	if *benchOut != "" {
+		if err := os.MkdirAll(*benchOut, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(*benchOut, "matrix.md"), []byte(table.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		files, err := report.Charts(*benchOut, ordered)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("wrote %s and %d charts to %s\n", "matrix.md", len(files), *benchOut)
+	}
+}
+
+// missingLayers says which of set's layers the probe found missing, and
+// why ("" when none is).
+func missingLayers(found spec.Report, set string) string {
+	var missing []string
+	for _, layer := range strings.Split(set, ",") {
+		for _, f := range found {
+			if f.Layer == layer && !f.Available {
+				missing = append(missing, layer+": "+f.Detail)
+			}
+		}
+	}
+	return strings.Join(missing, "; ")
+}
+
+// podRows adds the pod warm and pod cold rows: envtest, the test kubelet,
+// images in a registry.
+func podRows(ctx context.Context, b *testing.B, inputs map[string]map[string][]byte, add func(report.Row)) {
 	f := start(b)
 	pids := map[string]int{}
 	for _, svc := range []string{"gateway", "pod-manager"} {
@@ -179,37 +273,6 @@ func BenchmarkMatrix(b *testing.B) {
 				add(report.Row{Input: in.name, Function: fn.name, Executor: "pod cold", Concurrency: c, Stats: st, PeakRSS: read()})
 			}
 		}
-	}
-
-	// Group the rows by scenario for the table and the charts.
-	var ordered []report.Row
-	for _, fn := range benchFunctions {
-		for _, in := range benchInputs {
-			for _, r := range rows {
-				if r.Function == fn.name && r.Input == in.name {
-					ordered = append(ordered, r)
-				}
-			}
-		}
-	}
-	var table strings.Builder
-	fmt.Fprintf(&table, "Measured %s on %s; calls per row as the n column says.\n\n", time.Now().UTC().Format("2006-01-02"), machine())
-	if err := report.Markdown(&table, ordered); err != nil {
-		b.Fatal(err)
-	}
-	fmt.Println(table.String())
-	if *benchOut != "" {
-		if err := os.MkdirAll(*benchOut, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(*benchOut, "matrix.md"), []byte(table.String()), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		files, err := report.Charts(*benchOut, ordered)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Printf("wrote %s and %d charts to %s\n", "matrix.md", len(files), *benchOut)
 	}
 }
 

@@ -9,6 +9,7 @@ package kubelet
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -232,7 +233,9 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 }
 
 // wrapperArgs are the function container's args, with the entrypoint mapped
-// to a local binary and the listener bound to the pod's IP.
+// to a local binary and the listeners bound to the pod's IP: the gRPC one,
+// and the metrics one when the template gives one (":9094" becomes
+// "<pod IP>:9094"; pods share this host's ports).
 func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 	for _, c := range p.Spec.Containers {
 		if c.Name != "function" {
@@ -243,6 +246,14 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 			args = append(args, "--sandbox-helper="+k.SandboxHelper)
 		}
 		args = append(args, c.Args...)
+		for i := 0; i < len(args) && args[i] != "--"; i++ {
+			switch a := args[i]; {
+			case a == "--metrics-address" && i+1 < len(args):
+				args[i+1] = onPodIP(args[i+1], ip)
+			case strings.HasPrefix(a, "--metrics-address="):
+				args[i] = "--metrics-address=" + onPodIP(strings.TrimPrefix(a, "--metrics-address="), ip)
+			}
+		}
 		for i, a := range args {
 			if a == "--" && i+1 < len(args) {
 				local, ok := k.Entrypoints[args[i+1]]
@@ -255,6 +266,14 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("pod %s has no function container with an entrypoint", p.Name)
+}
+
+// onPodIP binds a listen address without a host (":9094") to the pod's IP.
+func onPodIP(address, ip string) string {
+	if port, ok := strings.CutPrefix(address, ":"); ok {
+		return net.JoinHostPort(ip, port)
+	}
+	return address
 }
 
 func (k *Kubelet) setStatus(ctx context.Context, p *corev1.Pod, phase corev1.PodPhase, ip string, ready bool, waiting *corev1.ContainerStateWaiting) {

@@ -12,6 +12,9 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 )
 
 // object is the part of a rendered manifest the tests read.
@@ -32,17 +35,32 @@ type object struct {
 		Selector struct {
 			MatchLabels map[string]string `json:"matchLabels"`
 		} `json:"selector"`
-		Endpoints []struct {
-			Port        string `json:"port"`
-			Relabelings []struct {
-				Action       string   `json:"action"`
-				SourceLabels []string `json:"sourceLabels"`
-				Regex        string   `json:"regex"`
-				TargetLabel  string   `json:"targetLabel"`
-				Replacement  string   `json:"replacement"`
-			} `json:"relabelings"`
-		} `json:"endpoints"`
+		Endpoints []endpoint `json:"endpoints"`
+		// A PodMonitor's.
+		PodMetricsEndpoints []endpoint `json:"podMetricsEndpoints"`
 	} `json:"spec"`
+}
+
+// endpoint is a ServiceMonitor's or PodMonitor's endpoint.
+type endpoint struct {
+	Port        string `json:"port"`
+	Relabelings []struct {
+		Action       string   `json:"action"`
+		SourceLabels []string `json:"sourceLabels"`
+		Regex        string   `json:"regex"`
+		TargetLabel  string   `json:"targetLabel"`
+		Replacement  string   `json:"replacement"`
+	} `json:"relabelings"`
+}
+
+// job is the job label an endpoint's relabelings give its targets.
+func (e endpoint) job() string {
+	for _, r := range e.Relabelings {
+		if r.Action == "replace" && r.TargetLabel == "job" {
+			return r.Replacement
+		}
+	}
+	return ""
 }
 
 // render builds a kustomization directory.
@@ -95,15 +113,13 @@ func TestManifests(t *testing.T) {
 			require.Len(t, o.Spec.Endpoints, 1, o.Metadata.Name)
 			ep := o.Spec.Endpoints[0]
 			assert.Equal(t, "metrics", ep.Port, o.Metadata.Name)
-			var service, job string
+			var service string
 			for _, r := range ep.Relabelings {
-				switch {
-				case r.Action == "keep" && len(r.SourceLabels) == 1 && r.SourceLabels[0] == "__meta_kubernetes_service_name":
+				if r.Action == "keep" && len(r.SourceLabels) == 1 && r.SourceLabels[0] == "__meta_kubernetes_service_name" {
 					service = r.Regex
-				case r.Action == "replace" && r.TargetLabel == "job":
-					job = r.Replacement
 				}
 			}
+			job := ep.job()
 			s, ok := services[service]
 			if !assert.True(t, ok, "ServiceMonitor %s keeps Service %q, which deploy/services has not", o.Metadata.Name, service) {
 				continue
@@ -119,13 +135,28 @@ func TestManifests(t *testing.T) {
 			assert.True(t, hasPort, "Service %s has no port named metrics", service)
 			assert.Equal(t, strings.TrimPrefix(service, "fnrunner-"), job, "ServiceMonitor %s: job", o.Metadata.Name)
 			monitored[service] = job
+		case "PodMonitor":
+			// The function pods, as the pod-manager labels them, on
+			// the metrics port of its built-in pod template (which
+			// deploy/base ships, tests/deploy checks).
+			assert.Equal(t, map[string]string{kube.LabelManagedBy: kube.ManagedBy}, o.Spec.Selector.MatchLabels, o.Metadata.Name)
+			require.Len(t, o.Spec.PodMetricsEndpoints, 1, o.Metadata.Name)
+			ep := o.Spec.PodMetricsEndpoints[0]
+			var ports []string
+			for _, c := range templates.DefaultPodTemplate("porch-fn-system", "wrapper").Template.Spec.Containers {
+				for _, p := range c.Ports {
+					ports = append(ports, p.Name)
+				}
+			}
+			assert.Contains(t, ports, ep.Port, "PodMonitor %s scrapes a port the pod template has not", o.Metadata.Name)
+			assert.Equal(t, "wrapper-server", ep.job(), "PodMonitor %s: job", o.Metadata.Name)
 		case "ConfigMap":
 			assert.Equal(t, "fnrunner-grafana-dashboard", o.Metadata.Name)
 			assert.Equal(t, "1", o.Metadata.Labels["grafana_dashboard"], "the label Grafana's dashboard sidecar looks for")
 			assert.JSONEq(t, string(dashboardJSON), o.Data["fnrunner.json"], "the ConfigMap holds dashboard.json")
 		}
 	}
-	assert.Equal(t, map[string]int{"ServiceMonitor": 4, "PrometheusRule": 1, "ConfigMap": 1}, kinds, "only monitoring objects")
+	assert.Equal(t, map[string]int{"ServiceMonitor": 4, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}, kinds, "only monitoring objects")
 	for name := range services {
 		assert.Contains(t, monitored, name, "Service %s has no ServiceMonitor", name)
 	}

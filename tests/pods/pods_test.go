@@ -5,9 +5,13 @@ package pods_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -296,6 +300,21 @@ func TestPodExecutor(t *testing.T) {
 	require.Contains(t, string(resp.GetResourceList()), "namespace: from-a-pod", "warm call through the gateway")
 	assert.Len(t, f.kubelet.StartedPods(), 1, "warm call started a pod")
 
+	// The pod's wrapper-server serves its metrics on the template's port
+	// named metrics, as the monitoring overlay's PodMonitor scrapes it: both
+	// calls, counted under the function's image.
+	var metricsPort int32
+	for _, port := range fn.Ports {
+		if port.Name == "metrics" {
+			metricsPort = port.ContainerPort
+		}
+	}
+	require.NotZero(t, metricsPort, "function container ports %v", fn.Ports)
+	pods = f.pods(t)
+	require.Len(t, pods, 1)
+	metrics := scrape(t, "http://"+net.JoinHostPort(pods[0].Status.PodIP, strconv.Itoa(int(metricsPort)))+"/metrics")
+	assert.Regexp(t, `fnrunner_evaluations_total\{[^}]*code="OK"[^}]*executor="wrapper"[^}]*function="`+regexp.QuoteMeta(image)+`"[^}]*\} 2\n`, metrics)
+
 	// 8 parallel calls, maxParallelExecutions 2, preferredMaxQueueLength 1:
 	// exactly 2 pods, every call answered.
 	slowImage := f.host + "/fns/slow:v1"
@@ -355,6 +374,18 @@ func TestPodExecutor(t *testing.T) {
 	// A crash-looping pod is reported at once with the container's reason.
 	_, err = f.call(t, f.host+"/fns/crashy:v1")
 	assert.ErrorContains(t, err, "CrashLoopBackOff", "crash-looping function")
+}
+
+// scrape reads a Prometheus /metrics page.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }
 
 // A restarted pod-manager adopts its pods of the current template, deletes

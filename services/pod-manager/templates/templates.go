@@ -29,7 +29,10 @@ const (
 	ToolsDir = "/wrapper-server-tools"
 	// WrapperPort is the wrapper-server's port in function pods.
 	WrapperPort = 9446
-	toolsVolume = "wrapper-server-tools"
+	// WrapperMetricsPort is the wrapper-server's Prometheus port in
+	// function pods (the services have 9090 to 9093).
+	WrapperMetricsPort = 9094
+	toolsVolume        = "wrapper-server-tools"
 )
 
 // DefaultPodTemplate is the built-in pod template. The init container runs
@@ -73,8 +76,8 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				// a PodTemplate must name one.
 				Image:        wrapperImage,
 				Command:      []string{ToolsDir + "/wrapper-server"},
-				Args:         []string{"--port", fmt.Sprint(WrapperPort)},
-				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}},
+				Args:         []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
+				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
 				VolumeMounts: mount,
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					GRPC: &corev1.GRPCAction{Port: WrapperPort},

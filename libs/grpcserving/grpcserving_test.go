@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,28 +23,12 @@ import (
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 )
 
-// syncBuffer is a bytes.Buffer the server's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Every JSON log line a service writes names each key once: log
 // collectors keep one of two equal keys, and which one is not defined.
 func TestLogLinesHaveNoDuplicateKeys(t *testing.T) {
-	var logs syncBuffer
+	// slog's handler writes one line at a time, and the buffer is read
+	// once Serve has returned.
+	var logs bytes.Buffer
 	var f grpcserving.Flags
 	log := f.Logger(&logs, "test-service")
 	srv := grpcserving.New(log, grpcserving.Config{Name: "test-service"})

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,25 +27,7 @@ import (
 // every second.
 type prometheusServer struct {
 	base string
-	out  *syncBuffer
-}
-
-// syncBuffer is a process's output, written and read concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	out  *localstack.LogBuffer
 }
 
 // startPrometheus runs Prometheus with one scrape job per target (job →
@@ -79,7 +59,7 @@ func startPrometheus(t testing.TB, targets map[string]string, rules string) *pro
 	require.NoError(t, os.WriteFile(cfgFile, cfg, 0o644))
 	address, err := localstack.FreeAddress()
 	require.NoError(t, err)
-	out := &syncBuffer{}
+	out := &localstack.LogBuffer{}
 	cmd := exec.Command(bin, "--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+address, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = out, out

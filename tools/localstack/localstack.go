@@ -90,7 +90,7 @@ type process struct {
 	// address is where it serves gRPC health, if it does.
 	address string
 	cmd     *exec.Cmd
-	out     *logBuffer
+	out     *LogBuffer
 	// killed: stopped by Kill, so a non-zero exit is expected.
 	killed bool
 	done   chan error
@@ -486,10 +486,10 @@ func (s *Stack) start(name, bin, address string, fixed, args []string) error {
 	if _, err := s.find(name); err == nil {
 		return fmt.Errorf("a service %q is already running", name)
 	}
-	return s.startWith(name, bin, address, &logBuffer{prefix: name + ": ", echo: s.cfg.Output}, fixed, args)
+	return s.startWith(name, bin, address, &LogBuffer{prefix: name + ": ", echo: s.cfg.Output}, fixed, args)
 }
 
-func (s *Stack) startWith(name, bin, address string, out *logBuffer, fixed, args []string) error {
+func (s *Stack) startWith(name, bin, address string, out *LogBuffer, fixed, args []string) error {
 	cmd := exec.Command(bin, append(append([]string(nil), fixed...), args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -501,8 +501,9 @@ func (s *Stack) startWith(name, bin, address string, out *logBuffer, fixed, args
 	return nil
 }
 
-// logBuffer keeps a process's output and optionally echoes it, line-prefixed.
-type logBuffer struct {
+// LogBuffer keeps a process's output, written and read concurrently, and
+// optionally echoes it, line-prefixed (the zero value echoes nothing).
+type LogBuffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
 	prefix  string
@@ -510,7 +511,7 @@ type logBuffer struct {
 	partial []byte
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.b.Write(p)
@@ -528,7 +529,7 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (l *logBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

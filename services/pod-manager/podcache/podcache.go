@@ -348,8 +348,12 @@ type loop struct {
 	ctx  context.Context
 	fns  map[Key]*function
 	pods map[string]*pod // by name, once created
-	// early holds Ready/Failed events for pods whose Create has not returned.
-	early map[string]event
+	// early holds Ready/Failed events for pods whose Create has not
+	// returned, while creating counts those Creates: with none in flight,
+	// an event for an unknown pod is for one already gone (its deletion's
+	// updates, another replica's), and is dropped.
+	early    map[string]event
+	creating int
 	// deleting counts the pods being deleted (Backend.Delete not returned).
 	deleting map[Key]int
 }
@@ -485,6 +489,7 @@ func (l *loop) create(f *function, fn Function) *pod {
 	now := l.c.now()
 	p := &pod{fn: fn.Key, ttl: fn.TTL, lastUsed: now, created: now}
 	f.pods = append(f.pods, p)
+	l.creating++
 	go func() {
 		name, err := l.c.backend.Create(l.ctx, fn)
 		if err != nil {
@@ -519,6 +524,13 @@ func (l *loop) handle(e event) {
 		return
 	}
 	if p := e.created; p != nil {
+		l.creating--
+		early, ok := l.early[e.pod]
+		if l.creating == 0 {
+			clear(l.early)
+		} else {
+			delete(l.early, e.pod)
+		}
 		if e.err != nil {
 			l.remove(p, e.err)
 			return
@@ -526,14 +538,16 @@ func (l *loop) handle(e event) {
 		p.name = e.pod
 		l.pods[p.name] = p
 		l.c.metrics.created.WithLabelValues(l.label(p)).Inc()
-		if early, ok := l.early[p.name]; ok {
-			delete(l.early, p.name)
+		if ok {
 			l.handle(early)
 		}
 		return
 	}
 	p := l.pods[e.pod]
 	if p == nil {
+		if l.creating == 0 {
+			return
+		}
 		if l.early == nil {
 			l.early = map[string]event{}
 		}
@@ -673,6 +687,13 @@ func (l *loop) collect() []string {
 				l.drop(p, deletedTTL)
 				l.dequeue(p.fn)
 			}
+		}
+	}
+	// A function with no pod and no call is forgotten: every image a
+	// caller names would otherwise stay (unclaimed images included).
+	for key, f := range l.fns {
+		if len(f.pods) == 0 && len(f.queue) == 0 {
+			delete(l.fns, key)
 		}
 	}
 	return gone

@@ -411,3 +411,44 @@ func TestQueuedCallTakesRoomAWaitingCallLeft(t *testing.T) {
 	require.NoError(t, r.err)
 	r.lease.Release()
 }
+
+// A function with no pod and no call is forgotten at a collection: every
+// image callers name would otherwise stay in the cache.
+func TestFunctionWithNoPodIsForgotten(t *testing.T) {
+	c, b, now := start(t)
+	ch := acquireAsync(c, context.Background(), fn)
+	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick)
+	created, _ := b.names()
+	c.PodReady(created[0], "x")
+	r := <-ch
+	require.NoError(t, r.err)
+	r.lease.Release()
+	require.Eventually(t, func() bool { return c.Stats()[fn.Key].Running == 0 }, wait, tick)
+	*now = now.Add(2 * time.Minute)
+	assert.Equal(t, created, c.CollectGarbage())
+	_, known := c.Stats()[fn.Key]
+	assert.False(t, known, "a function with no pod and no call is kept")
+}
+
+// Events for pods the cache does not know (a deleted pod's last updates,
+// another replica's pods) are kept only while a Create is in flight, whose
+// pod they may be for.
+func TestEventsForUnknownPodsNeedACreateInFlight(t *testing.T) {
+	l := &loop{c: New(&fakeBackend{}), ctx: context.Background(), fns: map[Key]*function{}, pods: map[string]*pod{}, deleting: map[Key]int{}}
+	for i := range 50 {
+		l.handle(event{pod: fmt.Sprintf("gone-%d", i), address: "x"})
+		l.handle(event{pod: fmt.Sprintf("gone-%d", i), err: errors.New("deleted")})
+	}
+	assert.Zero(t, len(l.early), "events kept with no Create in flight")
+
+	// Its pod's Ready may come before Create returns.
+	p := l.create(l.fn(fn.Key), fn)
+	l.handle(event{pod: "sn-1", address: "10.0.0.1"})
+	l.handle(event{pod: "gone", address: "x"})
+	assert.Equal(t, 2, len(l.early))
+	l.handle(<-l.c.events) // Create returned
+	assert.Equal(t, "sn-1", p.name)
+	assert.True(t, p.ready, "the Ready that came first was lost")
+	assert.Equal(t, "10.0.0.1", p.address)
+	assert.Zero(t, len(l.early), "events kept once no Create is in flight")
+}

@@ -455,11 +455,7 @@ func TestHelperPathKeepsWhatOSExecDid(t *testing.T) {
 
 func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
-	var warm []int
-	require.Eventually(t, func() bool {
-		warm = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
-		return len(warm) == 2
-	}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+	warm := awaitWarmHelpers(t, 2)
 	for _, pid := range warm {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
@@ -480,7 +476,7 @@ func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	}
 	sb.Close()
 	require.Eventually(t, func() bool {
-		return len(processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })) == 0
+		return len(warmHelpers(t)) == 0
 	}, 10*time.Second, 10*time.Millisecond, "no helper waits after Close")
 	res, err := run(t, sb, 10*time.Second, `cat`)
 	require.NoError(t, err)
@@ -500,14 +496,7 @@ func TestWarmHelperServesCallsOneAfterAnother(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			sb := open(t, mode, spec.Limits{FileSize: 1 << 20})
-			warmHelpers := func() []int {
-				return processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
-			}
-			var helpers []int
-			require.Eventually(t, func() bool {
-				helpers = warmHelpers()
-				return len(helpers) == 2
-			}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+			helpers := awaitWarmHelpers(t, 2)
 			// A call that leaves a setsid escapee, fails, is killed by
 			// a signal: each answered as ever.
 			_, err := run(t, sb, 10*time.Second, `(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! >&2); exit 3`)
@@ -537,14 +526,14 @@ print("end")'`)
 				require.NoError(t, err, "log: %s", res.Log)
 				assert.Equal(t, "input\nend", out(res), "descriptors open in a later call")
 			}
-			assert.ElementsMatch(t, helpers, warmHelpers(), "the same helpers served every call")
+			assert.ElementsMatch(t, helpers, warmHelpers(t), "the same helpers served every call")
 
 			// Nor is one whose function changed it (as its uid, it
 			// may: base alone; a root runner's capabilities leave only
 			// the rlimits to it).
 			if mode == "base" {
 				for _, change := range []string{`prlimit --pid $PPID --nofile=64:64`, `renice -n 19 -p $PPID`, `taskset -p 1 $PPID`} {
-					before := warmHelpers()
+					before := warmHelpers(t)
 					res, err := run(t, sb, 10*time.Second, `if `+change+` >/dev/null 2>&1; then echo changed; else echo refused; fi; echo $PPID`)
 					require.NoError(t, err, "log: %s", res.Log)
 					lines := strings.Fields(out(res))
@@ -556,11 +545,11 @@ print("end")'`)
 						require.Equal(t, "changed", lines[0], "a function may lower its helper's limits")
 					}
 					require.Eventually(t, func() bool {
-						now := warmHelpers()
+						now := warmHelpers(t)
 						return len(now) == 2 && slices.Contains(now, changed) == (lines[0] == "refused")
 					}, 10*time.Second, 10*time.Millisecond, "%s (%s): a changed helper is replaced, an unchanged one stays", change, lines[0])
 				}
-				helpers = warmHelpers()
+				helpers = warmHelpers(t)
 			}
 
 			// A stopped call's helper is not trusted with another: it
@@ -571,15 +560,15 @@ print("end")'`)
 			require.NoError(t, err)
 			assert.Equal(t, "input", out(res))
 			require.Eventually(t, func() bool {
-				now := warmHelpers()
+				now := warmHelpers(t)
 				return len(now) == 2 && !(slices.Contains(now, helpers[0]) && slices.Contains(now, helpers[1]))
 			}, 10*time.Second, 10*time.Millisecond, "the stopped call's helper was replaced")
 
 			// Told to stop from outside while it waits, a helper ends,
 			// and calls go to another.
-			idle := warmHelpers()
+			idle := warmHelpers(t)
 			require.NoError(t, syscall.Kill(idle[0], syscall.SIGTERM))
-			require.Eventually(t, func() bool { return !slices.Contains(warmHelpers(), idle[0]) }, 10*time.Second, 10*time.Millisecond, "a helper stopped while waiting ends")
+			require.Eventually(t, func() bool { return !slices.Contains(warmHelpers(t), idle[0]) }, 10*time.Second, 10*time.Millisecond, "a helper stopped while waiting ends")
 			for range 3 {
 				res, err := run(t, sb, 10*time.Second, `cat`)
 				require.NoError(t, err)
@@ -606,11 +595,7 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {
 			sb := open(t, "base", spec.Limits{})
-			var helpers []int
-			require.Eventually(t, func() bool {
-				helpers = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
-				return len(helpers) == 2
-			}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+			helpers := awaitWarmHelpers(t, 2)
 			const show = `echo "$(ulimit -s) $(cat /proc/self/oom_score_adj)"`
 			res, err := run(t, sb, 10*time.Second, `cat >/dev/null; `+show)
 			require.NoError(t, err)
@@ -649,8 +634,7 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 			require.NoError(t, err, "log: %s", res.Log)
 			assert.Equal(t, want, out(res), "a call on the changed helper")
 			assert.Equal(t, want, <-first)
-			var info unix.Siginfo
-			assert.Error(t, unix.Waitid(unix.P_PID, changed, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil), "the changed helper was refused and reaped")
+			assert.True(t, reaped(changed), "the changed helper was refused and reaped")
 		})
 	}
 }
@@ -659,11 +643,7 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 // that too) holds no call past its deadline, and is not handed another.
 func TestWarmHelperStoppedWhileWaiting(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
-	var helpers []int
-	require.Eventually(t, func() bool {
-		helpers = processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
-		return len(helpers) == 2
-	}, 10*time.Second, 10*time.Millisecond, "two helpers wait for calls")
+	helpers := awaitWarmHelpers(t, 2)
 	for _, pid := range helpers {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 	}
@@ -680,12 +660,31 @@ func TestWarmHelperStoppedWhileWaiting(t *testing.T) {
 		require.LessOrEqual(t, failed, len(helpers), "a call went to a helper that had failed one already")
 	}
 	for _, pid := range helpers {
-		assert.Eventually(t, func() bool {
-			var info unix.Siginfo
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-			return err != nil // reaped
-		}, 10*time.Second, 10*time.Millisecond, "the stopped helper %d is gone", pid)
+		assert.Eventually(t, func() bool { return reaped(pid) }, 10*time.Second, 10*time.Millisecond, "the stopped helper %d is gone", pid)
 	}
+}
+
+// warmHelpers are the warm helpers this test process started.
+func warmHelpers(t *testing.T) []int {
+	t.Helper()
+	return processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+}
+
+// awaitWarmHelpers waits until n warm helpers wait for calls.
+func awaitWarmHelpers(t *testing.T, n int) []int {
+	t.Helper()
+	var helpers []int
+	require.Eventually(t, func() bool {
+		helpers = warmHelpers(t)
+		return len(helpers) == n
+	}, 10*time.Second, 10*time.Millisecond, "%d helpers wait for calls", n)
+	return helpers
+}
+
+// reaped says whether pid, a child of this process, has been waited for.
+func reaped(pid int) bool {
+	var info unix.Siginfo
+	return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil) != nil
 }
 
 func cmdline(pid int) string {

@@ -247,11 +247,13 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 		}
 		args = append(args, c.Args...)
 		for i := 0; i < len(args) && args[i] != "--"; i++ {
-			switch a := args[i]; {
-			case a == "--metrics-address" && i+1 < len(args):
+			name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+			switch {
+			case name != "metrics-address" || !strings.HasPrefix(args[i], "-"):
+			case hasValue:
+				args[i] = "--metrics-address=" + onPodIP(value, ip)
+			case i+1 < len(args):
 				args[i+1] = onPodIP(args[i+1], ip)
-			case strings.HasPrefix(a, "--metrics-address="):
-				args[i] = "--metrics-address=" + onPodIP(strings.TrimPrefix(a, "--metrics-address="), ip)
 			}
 		}
 		for i, a := range args {
@@ -268,12 +270,14 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 	return nil, fmt.Errorf("pod %s has no function container with an entrypoint", p.Name)
 }
 
-// onPodIP binds a listen address without a host (":9094") to the pod's IP.
+// onPodIP binds a listen address on every interface (":9094",
+// "0.0.0.0:9094", "[::]:9094") to the pod's IP.
 func onPodIP(address, ip string) string {
-	if port, ok := strings.CutPrefix(address, ":"); ok {
-		return net.JoinHostPort(ip, port)
+	host, port, err := net.SplitHostPort(address)
+	if err != nil || (host != "" && !net.ParseIP(host).IsUnspecified()) {
+		return address
 	}
-	return address
+	return net.JoinHostPort(ip, port)
 }
 
 func (k *Kubelet) setStatus(ctx context.Context, p *corev1.Pod, phase corev1.PodPhase, ip string, ready bool, waiting *corev1.ContainerStateWaiting) {

@@ -59,7 +59,14 @@ func TestPodLifecycleMetrics(t *testing.T) {
 
 	require.Eventually(t, func() bool { return c.Stats()[labelled.Key].Running == 0 }, wait, tick, "gave up waiting for idle")
 	*now = now.Add(2 * time.Minute)
+	// While its deletion runs (held here), the pod is terminating, through
+	// later collections too.
+	b.mu.Lock()
 	require.Len(t, c.CollectGarbage(), 1)
+	assert.Empty(t, c.CollectGarbage())
+	starting, ready, terminating, waiting = podGauges(c, labelled.Label)
+	assert.Equal(t, []int{0, 0, 1, 0}, []int{starting, ready, terminating, waiting}, "starting, ready, terminating, waiting while it is deleted")
+	b.mu.Unlock()
 	assert.Equal(t, 1.0, testutil.ToFloat64(c.metrics.deleted.WithLabelValues(labelled.Label, "ttl")))
 	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for deleted")
 	require.Eventually(t, func() bool { _, ok := c.functionStates(time.Second)[labelled.Label]; return !ok },

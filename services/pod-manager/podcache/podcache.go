@@ -351,8 +351,10 @@ type loop struct {
 	// early holds Ready/Failed events for pods whose Create has not
 	// returned, while creating counts those Creates: with none in flight,
 	// an event for an unknown pod is for one already gone (its deletion's
-	// updates, another replica's), and is dropped.
-	early    map[string]event
+	// updates, another replica's), and is dropped; one older than
+	// earlyFor is dropped at a collection (Creates overlap for good under
+	// steady cold starts).
+	early    map[string]earlyEvent
 	creating int
 	// deleting counts the pods being deleted (Backend.Delete not returned).
 	deleting map[Key]int
@@ -539,7 +541,7 @@ func (l *loop) handle(e event) {
 		l.pods[p.name] = p
 		l.c.metrics.created.WithLabelValues(l.label(p)).Inc()
 		if ok {
-			l.handle(early)
+			l.handle(early.event)
 		}
 		return
 	}
@@ -549,12 +551,12 @@ func (l *loop) handle(e event) {
 			return
 		}
 		if l.early == nil {
-			l.early = map[string]event{}
+			l.early = map[string]earlyEvent{}
 		}
 		if prev, ok := l.early[e.pod]; ok && e.pending != "" && prev.pending == "" {
 			return // a reason to wait never hides a ready or failed event
 		}
-		l.early[e.pod] = e
+		l.early[e.pod] = earlyEvent{event: e, at: l.c.now()}
 		return
 	}
 	if e.err != nil {
@@ -689,15 +691,32 @@ func (l *loop) collect() []string {
 			}
 		}
 	}
-	// A function with no pod and no call is forgotten: every image a
-	// caller names would otherwise stay (unclaimed images included).
+	// A function with no pod, none being deleted and no call is
+	// forgotten: every image a caller names would otherwise stay
+	// (unclaimed images included).
 	for key, f := range l.fns {
-		if len(f.pods) == 0 && len(f.queue) == 0 {
+		if len(f.pods) == 0 && l.deleting[key] == 0 && len(f.queue) == 0 {
 			delete(l.fns, key)
+		}
+	}
+	for name, e := range l.early {
+		if now.Sub(e.at) > earlyFor {
+			delete(l.early, name)
 		}
 	}
 	return gone
 }
+
+// earlyEvent is an event for a pod whose Create had not returned, and when
+// it came.
+type earlyEvent struct {
+	event
+	at time.Time
+}
+
+// earlyFor is how long an event for a pod whose Create has not returned is
+// kept: a Create (the pod and its Service) returns in seconds.
+const earlyFor = 5 * time.Minute
 
 // expire deletes a pod that did not become ready in time and fails the
 // calls waiting on it, saying why.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -412,8 +413,9 @@ func TestQueuedCallTakesRoomAWaitingCallLeft(t *testing.T) {
 	r.lease.Release()
 }
 
-// A function with no pod and no call is forgotten at a collection: every
-// image callers name would otherwise stay in the cache.
+// A function with no pod (none being deleted either) and no call is
+// forgotten at a collection: every image callers name would otherwise stay
+// in the cache.
 func TestFunctionWithNoPodIsForgotten(t *testing.T) {
 	c, b, now := start(t)
 	ch := acquireAsync(c, context.Background(), fn)
@@ -427,28 +429,60 @@ func TestFunctionWithNoPodIsForgotten(t *testing.T) {
 	*now = now.Add(2 * time.Minute)
 	assert.Equal(t, created, c.CollectGarbage())
 	_, known := c.Stats()[fn.Key]
-	assert.False(t, known, "a function with no pod and no call is kept")
+	assert.True(t, known, "a function forgotten while its pod is deleted")
+	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick)
+	require.Eventually(t, func() bool {
+		c.CollectGarbage()
+		_, known := c.Stats()[fn.Key]
+		return !known
+	}, wait, tick, "a function with no pod and no call is kept")
 }
 
 // Events for pods the cache does not know (a deleted pod's last updates,
 // another replica's pods) are kept only while a Create is in flight, whose
-// pod they may be for.
+// pod they may be for, and no longer than earlyFor.
 func TestEventsForUnknownPodsNeedACreateInFlight(t *testing.T) {
-	l := &loop{c: New(&fakeBackend{}), ctx: context.Background(), fns: map[Key]*function{}, pods: map[string]*pod{}, deleting: map[Key]int{}}
+	b := &fakeBackend{}
+	now := time.Unix(1000, 0)
+	l := &loop{c: New(b), ctx: context.Background(), fns: map[Key]*function{}, pods: map[string]*pod{}, deleting: map[Key]int{}}
+	l.c.now = func() time.Time { return now }
+	fn := fn
+	fn.TTL = time.Hour // no pod goes at the collection below
 	for i := range 50 {
 		l.handle(event{pod: fmt.Sprintf("gone-%d", i), address: "x"})
 		l.handle(event{pod: fmt.Sprintf("gone-%d", i), err: errors.New("deleted")})
 	}
 	assert.Zero(t, len(l.early), "events kept with no Create in flight")
 
-	// Its pod's Ready may come before Create returns.
-	p := l.create(l.fn(fn.Key), fn)
+	// Two Creates in flight: each pod's Ready may come before its Create
+	// returns, and the first to return leaves the other's.
+	first, second := l.create(l.fn(fn.Key), fn), l.create(l.fn(fn.Key), fn)
 	l.handle(event{pod: "sn-1", address: "10.0.0.1"})
+	l.handle(event{pod: "sn-2", address: "10.0.0.2"})
 	l.handle(event{pod: "gone", address: "x"})
-	assert.Equal(t, 2, len(l.early))
-	l.handle(<-l.c.events) // Create returned
-	assert.Equal(t, "sn-1", p.name)
-	assert.True(t, p.ready, "the Ready that came first was lost")
-	assert.Equal(t, "10.0.0.1", p.address)
+	assert.Equal(t, 3, len(l.early))
+	l.handle(<-l.c.events)
+	l.handle(<-l.c.events)
+	for _, p := range []*pod{first, second} {
+		assert.True(t, p.ready, "%s: the Ready that came first was lost", p.name)
+		assert.Equal(t, "10.0.0."+strings.TrimPrefix(p.name, "sn-"), p.address)
+	}
 	assert.Zero(t, len(l.early), "events kept once no Create is in flight")
+
+	// A Create that fails counts as returned.
+	b.failNext = errors.New("quota")
+	l.create(l.fn(fn.Key), fn)
+	l.handle(event{pod: "gone", address: "x"})
+	l.handle(<-l.c.events)
+	assert.Zero(t, len(l.early), "events kept once the failed Create returned")
+
+	// One that never returns keeps nothing for long.
+	b.mu.Lock() // Create blocks
+	l.create(l.fn(fn.Key), fn)
+	l.handle(event{pod: "gone", address: "x"})
+	now = now.Add(earlyFor + time.Second)
+	l.collect()
+	assert.Zero(t, len(l.early), "an event kept past earlyFor")
+	b.mu.Unlock()
+	l.handle(<-l.c.events)
 }

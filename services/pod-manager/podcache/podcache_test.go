@@ -349,8 +349,12 @@ func TestBurstWaitsForRoom(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return c.Stats()[f.Key].Waiting == 4 }, wait, tick, "gave up waiting for 4 calls on the pods")
 	cancelled, cancel := context.WithCancel(context.Background())
-	queued := []chan result{acquireAsync(c, context.Background(), f), acquireAsync(c, cancelled, f), acquireAsync(c, context.Background(), f)}
-	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 3 }, wait, tick, "gave up waiting for 3 calls queued")
+	// One after another, so that they arrive in this order.
+	var queued []chan result
+	for i, ctx := range []context.Context{context.Background(), cancelled, context.Background()} {
+		queued = append(queued, acquireAsync(c, ctx, f))
+		require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == i+1 }, wait, tick, "gave up waiting for %d calls queued", i+1)
+	}
 	cancel()
 	require.ErrorIs(t, (<-queued[1]).err, context.Canceled)
 	require.Eventually(t, func() bool { return c.Stats()[f.Key].Queued == 2 }, wait, tick, "the cancelled call stayed queued")

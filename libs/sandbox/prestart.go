@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -285,20 +284,9 @@ func (p *prestartPool) close() {
 
 // endPrestarted ends a process no call took: its helper, on SIGTERM, kills
 // the function's whole tree and reaps it (SIGKILL if it is still there
-// waitDelay later); then the call's directory and uid are released.
+// stopGrace later); then the call's directory and uid are released.
 func endPrestarted(st *fnexec.Started) {
-	_ = st.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		_, _ = st.Process.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = st.Process.Kill()
-		<-done
-	}
+	stopHelper(st.Process, func() { _, _ = st.Process.Wait() })
 	for _, c := range []interface{ Close() error }{st.Stdin, st.Stdout, st.Stderr, st.Reports} {
 		_ = c.Close()
 	}

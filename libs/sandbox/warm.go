@@ -344,14 +344,17 @@ func (h *warmHelper) wait() (syscall.WaitStatus, error) {
 }
 
 // terminate ends a helper that may be running a call the runner gave up
-// on: SIGTERM, which stops a call as a cancelled one is stopped (every process
-// of it ended, its cgroup removed), then SIGKILL if it is still there
-// stopGrace later.
-func (h *warmHelper) terminate() {
-	_ = h.proc.Signal(syscall.SIGTERM)
-	kill := time.AfterFunc(stopGrace, func() { _ = h.proc.Kill() })
+// on (see stopHelper).
+func (h *warmHelper) terminate() { stopHelper(h.proc, h.discard) }
+
+// stopHelper ends a helper's call as a cancelled one is stopped: SIGTERM
+// (every process of the call ended, its cgroup removed), then SIGKILL if it
+// is still there stopGrace later. reap waits for the helper.
+func stopHelper(proc *os.Process, reap func()) {
+	_ = proc.Signal(syscall.SIGTERM)
+	kill := time.AfterFunc(stopGrace, func() { _ = proc.Kill() })
 	defer kill.Stop()
-	h.discard()
+	reap()
 }
 
 // stopGrace is how long a helper told to stop has to end its call, as

@@ -242,7 +242,18 @@ func TestTTLGarbageCollection(t *testing.T) {
 	assert.Empty(t, c.CollectGarbage(), "pod collected before its TTL")
 	*now = now.Add(2 * time.Minute)
 	assert.Equal(t, []string{created[0]}, c.CollectGarbage(), "collected after the TTL")
+	_, known := c.Stats()[Key{Image: "sn"}]
+	assert.True(t, known, "a function forgotten while its pod is deleted")
 	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick, "gave up waiting for deleted")
+
+	// A function with no pod (none being deleted either) and no call is
+	// then forgotten at a collection: every image callers name would
+	// otherwise stay in the cache.
+	require.Eventually(t, func() bool {
+		c.CollectGarbage()
+		_, known := c.Stats()[Key{Image: "sn"}]
+		return !known
+	}, wait, tick, "a function with no pod and no call is kept")
 }
 
 func TestAdoptedPodIsUsed(t *testing.T) {
@@ -415,31 +426,6 @@ func TestQueuedCallTakesRoomAWaitingCallLeft(t *testing.T) {
 	r = <-later
 	require.NoError(t, r.err)
 	r.lease.Release()
-}
-
-// A function with no pod (none being deleted either) and no call is
-// forgotten at a collection: every image callers name would otherwise stay
-// in the cache.
-func TestFunctionWithNoPodIsForgotten(t *testing.T) {
-	c, b, now := start(t)
-	ch := acquireAsync(c, context.Background(), fn)
-	require.Eventually(t, func() bool { created, _ := b.names(); return len(created) == 1 }, wait, tick)
-	created, _ := b.names()
-	c.PodReady(created[0], "x")
-	r := <-ch
-	require.NoError(t, r.err)
-	r.lease.Release()
-	require.Eventually(t, func() bool { return c.Stats()[fn.Key].Running == 0 }, wait, tick)
-	*now = now.Add(2 * time.Minute)
-	assert.Equal(t, created, c.CollectGarbage())
-	_, known := c.Stats()[fn.Key]
-	assert.True(t, known, "a function forgotten while its pod is deleted")
-	require.Eventually(t, func() bool { _, d := b.names(); return len(d) == 1 }, wait, tick)
-	require.Eventually(t, func() bool {
-		c.CollectGarbage()
-		_, known := c.Stats()[fn.Key]
-		return !known
-	}, wait, tick, "a function with no pod and no call is kept")
 }
 
 // Events for pods the cache does not know (a deleted pod's last updates,

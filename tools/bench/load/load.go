@@ -24,6 +24,11 @@ type Stats struct {
 	Wall          time.Duration
 	P50, P90, P99 time.Duration
 	Min, Max      time.Duration
+	// PairedP50, from Interleaved only: the median over rounds of this
+	// call's latency minus the first call's in the same round. Drift that
+	// moves a whole round cancels out of each difference, so it is a
+	// steadier "how much slower than the first" than P50 minus P50.
+	PairedP50 time.Duration
 }
 
 // Throughput is calls per second over the run's wall time.
@@ -106,11 +111,30 @@ func Interleaved(ctx context.Context, n int, calls []Call) []Stats {
 			lat[i], errs[i], wall[i] = append(lat[i], d), append(errs[i], err), wall[i]+d
 		}
 	}
+	// The differences first: stats sorts each call's latencies in place.
+	paired := make([]time.Duration, len(calls))
+	for i := range calls {
+		diffs := make([]time.Duration, n)
+		for r := range n {
+			diffs[r] = lat[i][r] - lat[0][r]
+		}
+		paired[i] = median(diffs)
+	}
 	s := make([]Stats, len(calls))
 	for i := range calls {
 		s[i] = stats(lat[i], errs[i], wall[i])
+		s[i].PairedP50 = paired[i]
 	}
 	return s
+}
+
+// median sorts ds and returns its middle value (the upper of two).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
 }
 
 func stats(lat []time.Duration, errs []error, wall time.Duration) Stats {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,6 +97,14 @@ func newCallCgroup(name string, l cgroupLimits) (*callCgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A helper killed in a call leaves its cgroup behind, and pids are
+	// reused: the name is made unique, so a call never fails on another's
+	// leftover (sweepCallCgroups removes those).
+	var suffix [4]byte
+	if _, err := rand.Read(suffix[:]); err != nil {
+		return nil, fmt.Errorf("cgroup: naming: %w", err)
+	}
+	name += "-" + hex.EncodeToString(suffix[:])
 	c := &callCgroup{v2: v2, origins: bases}
 	for _, base := range bases {
 		parent := filepath.Join(base, callGroupsDir)
@@ -201,13 +212,52 @@ func (c *callCgroup) remove() {
 	c.dirs = nil
 }
 
+// staleAfter is the age from which a call cgroup holding no process is
+// another helper's leftover: a call's cgroup holds its helper from a
+// moment after it is made until the call ends.
+const staleAfter = time.Minute
+
+// sweepCallCgroups removes the call cgroups below parents left behind by
+// helpers killed in a call (SIGKILL leaves no time to remove them): those
+// made more than staleAfter ago. rmdir removes only a cgroup without
+// processes or children, so one still in use stays. It returns how many
+// were removed.
+func sweepCallCgroups(parents []string, now time.Time) int {
+	removed := 0
+	for _, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "call-") {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil || now.Sub(info.ModTime()) < staleAfter {
+				continue
+			}
+			if unix.Rmdir(filepath.Join(parent, e.Name())) == nil {
+				removed++
+			}
+		}
+	}
+	return removed
+}
+
 // cgroupFinding: the layer is there when a call's cgroup can be made and
-// joined here.
+// joined here. Once it is known to be, the call cgroups left behind by
+// helpers killed in a call are removed (each runner probes as it starts).
 func cgroupFinding() (bool, string) {
 	c, err := newCallCgroup("probe-"+strconv.Itoa(os.Getpid()), cgroupLimits{})
 	if err != nil {
 		return false, err.Error()
 	}
+	var parents []string
+	for _, base := range c.origins {
+		parents = append(parents, filepath.Join(base, callGroupsDir))
+	}
+	swept := sweepCallCgroups(parents, time.Now())
 	kind := "v1 memory and pids"
 	switch {
 	case c.v2 && c.cpu:
@@ -220,5 +270,9 @@ func cgroupFinding() (bool, string) {
 		kind = "v1 memory and pids (no cpu hierarchy: CPU time is not bounded)"
 	}
 	c.remove()
-	return true, kind + ", below " + filepath.Join(c.origins[0], callGroupsDir)
+	found := kind + ", below " + filepath.Join(c.origins[0], callGroupsDir)
+	if swept > 0 {
+		found += fmt.Sprintf(" (%d left by killed helpers removed)", swept)
+	}
+	return true, found
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
@@ -38,6 +39,7 @@ type options struct {
 	common             grpcserving.Flags
 	port               int
 	configAddress      string
+	reportTokenFile    string
 	functions          string
 	allowAbsolutePaths bool
 	maxRequestBodySize int
@@ -58,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9448, "TCP port of the internal executor service (evaluator.FunctionEvaluator) and gRPC health.")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
+	fs.StringVar(&o.reportTokenFile, "report-token-file", "", "Service account token sent with this runner's reports to the config-reconciler (a projected serviceAccountToken volume with the config-reconciler's --report-audience, as in deploy/), read again for every report. A config-reconciler watching a cluster refuses reports without one; with --config-dir it needs none.")
 	fs.StringVar(&o.functions, "functions", "./functions", "Directory of function binaries; relative binaryExecutor paths are resolved here.")
 	fs.BoolVar(&o.allowAbsolutePaths, "allow-absolute-binary-paths", false, "Run binaryExecutor paths that are absolute (otherwise only binaries inside --functions).")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on a function's output.")
@@ -167,10 +170,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var token func() (string, error)
+	if o.reportTokenFile != "" {
+		token = reporttoken.File(o.reportTokenFile).Token
+	}
 	reporter := report.New(log, cfg, cfg, func(path string) error {
 		_, err := binpath.Resolve(o.functions, path, o.allowAbsolutePaths)
 		return err
-	}, report.Options{Runner: name, RunnerUID: uid, Recheck: recheckInterval})
+	}, report.Options{Runner: name, RunnerUID: uid, Recheck: recheckInterval, Token: token})
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { cfg.Run(ctx); return nil })

@@ -24,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -47,6 +48,7 @@ type options struct {
 	leaderElectionID   string
 	maxMessageSize     int
 	healthProbeAddress string
+	reportAudience     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -65,6 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among replicas; only the leader writes status, every replica serves the stream.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "fnrunner-config-reconciler", "Name of the Lease used for leader election, in --namespace.")
 	fs.IntVar(&o.maxMessageSize, "max-message-size", 16*1024*1024, "Largest gRPC message sent or received on --port, in bytes.")
+	fs.StringVar(&o.reportAudience, "report-audience", reporttoken.DefaultAudience, "Audience of the service account tokens binary-runners prove their pod with when they report on --port (a projected serviceAccountToken volume in deploy/); reports without one bound to the pod they name are refused. Not used with --config-dir.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", "0", "Address of controller-runtime's HTTP /healthz and /readyz (\"0\" disables; gRPC health on --port is always served).")
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
@@ -95,7 +98,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if mgr, err = newManager(o, log); err != nil {
 			return err
 		}
-		recorder = reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), o.namespace)
+		recorder = reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(),
+			reporttoken.Reviewer{Client: mgr.GetClient(), Audience: o.reportAudience}, o.namespace)
 	}
 
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{

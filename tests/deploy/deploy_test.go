@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -248,6 +249,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		}
 		return err
 	}
+	reviewToken := func(c client.Client) error {
+		return c.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "x"}})
+	}
 	configMaps := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMapList"}
 	deleteFC := func(c client.Client) error {
 		return c.Delete(ctx, &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Name: "set-namespace", Namespace: ns}}, dry)
@@ -260,6 +264,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"fnrunner-binary-runner": {
 			{"list pods", false, list(pods)},
 			{"list secrets", false, list(secrets)},
+			{"review a token", false, reviewToken},
 		},
 		"fnrunner-config-reconciler": {
 			{"list functionconfigs", true, list(fcs)},
@@ -268,6 +273,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			{"create a runner report", true, create(report)},
 			{"list runner reports", true, list(configMaps)},
 			{"get a runner's pod", true, getPod},
+			{"review a runner's token", true, reviewToken},
 			{"delete functionconfigs", false, deleteFC},
 			{"list pods", false, list(pods)},
 			{"create pods", false, createPod},

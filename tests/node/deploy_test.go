@@ -121,6 +121,36 @@ func TestDeployLocalOverlay(t *testing.T) {
 	})
 	require.NoError(t, err, "a call through the gateway's NodePort\n%s", podReport(ctx, n.Kube.Client))
 	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+
+	// Each binary-runner pod's report reached the config-reconciler with
+	// the token the kubelet projected for it (checked by TokenReview) and
+	// is stored, owned by the pod.
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		var runners corev1.PodList
+		if err := n.Kube.Client.List(ctx, &runners, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": "fnrunner-binary-runner"}); err != nil {
+			return err
+		}
+		var stored corev1.ConfigMapList
+		if err := n.Kube.Client.List(ctx, &stored, client.InNamespace(namespace), client.MatchingLabels{"fnrunner.dev/runner-report": "true"}); err != nil {
+			return err
+		}
+		owners := map[string]bool{}
+		for _, cm := range stored.Items {
+			for _, o := range cm.OwnerReferences {
+				owners[string(o.UID)] = true
+			}
+		}
+		for _, p := range runners.Items {
+			if p.Status.Phase == corev1.PodRunning && !owners[string(p.UID)] {
+				return fmt.Errorf("no report stored for binary-runner pod %s", p.Name)
+			}
+		}
+		if len(runners.Items) == 0 {
+			return fmt.Errorf("no binary-runner pod")
+		}
+		return nil
+	})
+	require.NoError(t, err, "the binary-runners' reports\n%s", podReport(ctx, n.Kube.Client))
 }
 
 // apply applies objs server-side: the CRDs and the namespace first, the

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 )
@@ -53,6 +54,10 @@ type Options struct {
 	Recheck time.Duration
 	// Timeout bounds one Report call (default 10 s).
 	Timeout time.Duration
+	// Token, when set, gives the proof of this runner's pod sent with every
+	// report (reporttoken.File: a projected service account token, read
+	// anew each time as the kubelet rotates it).
+	Token func() (string, error)
 }
 
 // Backoff bounds between attempts after a failed Report.
@@ -99,13 +104,15 @@ func (r *Reporter) Run(ctx context.Context) {
 				case err == nil:
 					r.logChange(rep, delivered)
 					delivered, backoff = rep, 0
-				case status.Code(err) == codes.Unimplemented, status.Code(err) == codes.PermissionDenied:
-					// A config-reconciler from before reports, or one
-					// that does not know this runner as a pod of its
-					// namespace: try again with the next table (or
-					// recheck), without retrying in between.
+				case status.Code(err) == codes.Unimplemented, status.Code(err) == codes.PermissionDenied, status.Code(err) == codes.Unauthenticated:
+					// A config-reconciler from before reports, one that
+					// does not know this runner as a pod of its
+					// namespace, or one that wants a token this runner
+					// does not have (--report-token-file): try again
+					// with the next table (or recheck), without
+					// retrying in between.
 					if !toldRefused {
-						r.log.Info("the config-reconciler takes no runner reports from this runner; status will not show binaries it cannot run", "error", err)
+						r.log.Warn("the config-reconciler takes no runner reports from this runner; status will not show binaries it cannot run", "error", err)
 						toldRefused = true
 					}
 				default:
@@ -131,6 +138,13 @@ func (r *Reporter) Run(ctx context.Context) {
 func (r *Reporter) send(ctx context.Context, rep *configpb.RunnerReport) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
+	if r.opts.Token != nil {
+		tok, err := r.opts.Token()
+		if err != nil {
+			return err
+		}
+		ctx = reporttoken.Attach(ctx, tok)
+	}
 	return r.sender.Report(ctx, rep)
 }
 

@@ -6,14 +6,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 )
@@ -90,10 +93,12 @@ type fakeSender struct {
 	mu      sync.Mutex
 	fail    int // the next fail calls fail
 	reports []*configpb.RunnerReport
-	calls   int
+	// auth is the authorization metadata each delivered report came with.
+	auth  []string
+	calls int
 }
 
-func (f *fakeSender) Report(_ context.Context, r *configpb.RunnerReport) error {
+func (f *fakeSender) Report(ctx context.Context, r *configpb.RunnerReport) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -102,6 +107,8 @@ func (f *fakeSender) Report(_ context.Context, r *configpb.RunnerReport) error {
 		return errors.New("unavailable")
 	}
 	f.reports = append(f.reports, r)
+	md, _ := metadata.FromOutgoingContext(ctx)
+	f.auth = append(f.auth, strings.Join(md.Get("authorization"), ","))
 	return nil
 }
 
@@ -112,16 +119,20 @@ func (f *fakeSender) delivered() []*configpb.RunnerReport {
 }
 
 // A report follows every table, a failed one is retried, and a recheck
-// that finds the file changed reports again without a new table.
+// that finds the file changed reports again without a new table. Each
+// carries the token file's content as it is when sent.
 func TestReporterRun(t *testing.T) {
 	dir := t.TempDir()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("first\n"), 0o600))
 	check := func(path string) error {
 		_, err := binpath.Resolve(dir, path, false)
 		return err
 	}
 	tables := newFakeTables()
 	sender := &fakeSender{fail: 1}
-	r := New(slog.New(slog.DiscardHandler), tables, sender, check, Options{Runner: "runner-0", RunnerUID: "uid-0", Recheck: 50 * time.Millisecond})
+	r := New(slog.New(slog.DiscardHandler), tables, sender, check, Options{Runner: "runner-0", RunnerUID: "uid-0", Recheck: 50 * time.Millisecond,
+		Token: reporttoken.File(tokenFile).Token})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
@@ -138,7 +149,9 @@ func TestReporterRun(t *testing.T) {
 	require.Len(t, rep.GetUnrunnable(), 1)
 	assert.Equal(t, "no such file", rep.GetUnrunnable()[0].GetReason())
 
-	// The binary appears: the next recheck reports the empty list.
+	// The kubelet rotates the token, then the binary appears: the next
+	// recheck reports the empty list, with the new token.
+	require.NoError(t, os.WriteFile(tokenFile, []byte("second"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\ncat\n"), 0o755))
 	require.Eventually(t, func() bool { return len(sender.delivered()) == 2 }, 5*time.Second, 10*time.Millisecond)
 	assert.Empty(t, sender.delivered()[1].GetUnrunnable())
@@ -153,4 +166,7 @@ func TestReporterRun(t *testing.T) {
 	require.Eventually(t, func() bool { return len(sender.delivered()) == 3 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, uint64(2), sender.delivered()[2].GetVersion())
 	assert.Empty(t, sender.delivered()[2].GetUnrunnable())
+	sender.mu.Lock()
+	defer sender.mu.Unlock()
+	assert.Equal(t, []string{"Bearer first", "Bearer second", "Bearer second"}, sender.auth)
 }

@@ -30,7 +30,6 @@ import (
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
-	"github.com/fnrunner/fnrunner/services/config-reconciler/reports"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
@@ -78,7 +77,7 @@ func startWith(t *testing.T, crds string) *fixture {
 		assert.NoError(t, mgr.Start(ctx), "manager")
 	}()
 
-	conn := serve(t, &store.Server{Store: st, Log: log, Reports: reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), ns)})
+	conn := serve(t, &store.Server{Store: st, Log: log, Reports: newRecorder(log, mgr)})
 	cc := configclient.New(log, conn, "test")
 	go cc.Run(ctx)
 	return &fixture{env: env, client: cc, config: configpb.NewExecutorConfigClient(conn)}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/configs"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
@@ -68,7 +70,7 @@ func startReplicas(t *testing.T, env *kubetest.Environment, n int) []*replica {
 		go func() {
 			assert.NoError(t, mgr.Start(ctx), "manager %d", i)
 		}()
-		conn := serve(t, &store.Server{Store: st, Log: log, Reports: reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), ns)})
+		conn := serve(t, &store.Server{Store: st, Log: log, Reports: newRecorder(log, mgr)})
 		out = append(out, &replica{mgr: mgr, store: st, config: configpb.NewExecutorConfigClient(conn)})
 	}
 	return out
@@ -102,15 +104,51 @@ func unrunnable(runner, uid, name, path, reason string) *configpb.RunnerReport {
 	return r
 }
 
-// runnerPod creates a pod in ns, as a runner's (envtest runs none).
+// runnerPod creates a pod in ns, as a runner's (envtest runs none), under
+// the service account runnerSA.
 func runnerPod(t *testing.T, env *kubetest.Environment, name string, labels map[string]string) *corev1.Pod {
 	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runnerSA}}
+	if err := env.Client.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "binary-runner", Image: "fnrunner/binary-runner"}}},
+		Spec:       corev1.PodSpec{ServiceAccountName: runnerSA, Containers: []corev1.Container{{Name: "binary-runner", Image: "fnrunner/binary-runner"}}},
 	}
-	require.NoError(t, env.Client.Create(context.Background(), pod))
+	require.NoError(t, env.Client.Create(ctx, pod))
 	return pod
+}
+
+// runnerSA is the runner pods' service account.
+const runnerSA = "fnrunner-binary-runner"
+
+// token is a service account token bound to pod for audience, from the
+// apiserver (TokenRequest), as the kubelet puts in a projected volume.
+func token(t *testing.T, env *kubetest.Environment, pod *corev1.Pod, audience string) string {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runnerSA}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:      []string{audience},
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+	}}
+	require.NoError(t, env.Client.SubResource("token").Create(context.Background(), sa, tr))
+	require.NotEmpty(t, tr.Status.Token)
+	return tr.Status.Token
+}
+
+// as is a context whose calls carry pod's token for the config-reconciler,
+// as the binary-runner sends its reports.
+func as(t *testing.T, env *kubetest.Environment, pod *corev1.Pod) context.Context {
+	t.Helper()
+	return reporttoken.Attach(context.Background(), token(t, env, pod, reporttoken.DefaultAudience))
+}
+
+// newRecorder is the cluster's Recorder of a replica, as main makes it.
+func newRecorder(log *slog.Logger, mgr ctrl.Manager) *reports.ConfigMaps {
+	return reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(),
+		reporttoken.Reviewer{Client: mgr.GetClient(), Audience: reporttoken.DefaultAudience}, ns)
 }
 
 func reportCM(t *testing.T, env *kubetest.Environment, runner string) *corev1.ConfigMap {
@@ -145,7 +183,7 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 	pod := runnerPod(t, env, "fnrunner-binary-runner-0", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
 
 	other := follower(t, replicas)
-	_, err := other.config.Report(ctx, unrunnable(pod.Name, string(pod.UID), "apply-setters", "apply-setters", "no such file"))
+	_, err := other.config.Report(as(t, env, pod), unrunnable(pod.Name, string(pod.UID), "apply-setters", "apply-setters", "no such file"))
 	require.NoError(t, err)
 	const want = "binaryExecutor apply-setters: not runnable on binary-runner fnrunner-binary-runner-0: no such file"
 	harness.WaitFor(t, "the runner's error in status", func() bool {
@@ -171,24 +209,36 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 		assert.NotNil(t, snap.GetFunctions()[0].GetPod(), "the pod executor left the table")
 	}
 
-	// Reports from runners that are no binary-runner pod here, or with
-	// another UID than the pod's, are refused and stored nowhere: they
-	// neither reach status nor change the pod's report.
+	// Reports without a token bound to the runner's pod, from runners
+	// that are no binary-runner pod here, or with another UID than the
+	// pod's, are refused and stored nowhere: they neither reach status
+	// nor change the pod's report.
 	other0 := runnerPod(t, env, "other-app", map[string]string{reports.RunnerLabel: "other-app"})
+	gone := runnerPod(t, env, "fnrunner-binary-runner-gone", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
+	goneToken := token(t, env, gone, reporttoken.DefaultAudience)
+	require.NoError(t, env.Client.Delete(ctx, gone, client.GracePeriodSeconds(0)))
+	const unknown = "is not a binary-runner pod of namespace " + ns
 	for _, tc := range []struct {
 		name, runner, uid string
+		ctx               context.Context
+		code              codes.Code
+		message           string
 		stored            bool // a ConfigMap of this runner is there from before
 	}{
-		{name: "outside a pod", runner: "laptop"},
-		{name: "a pod that is not there", runner: "elsewhere", uid: "0a1b"},
-		{name: "a pod that is no binary-runner", runner: other0.Name, uid: string(other0.UID)},
-		{name: "the pod under another UID", runner: pod.Name, uid: "0a1b", stored: true},
+		{name: "outside a pod, no token", runner: "laptop", ctx: ctx, code: codes.Unauthenticated, message: "no service account token"},
+		{name: "no token, naming the runner", runner: pod.Name, uid: string(pod.UID), ctx: ctx, code: codes.Unauthenticated, message: "no service account token", stored: true},
+		{name: "a forged token", runner: pod.Name, ctx: reporttoken.Attach(ctx, "eyJhbGciOiJub25lIn0.e30."), code: codes.Unauthenticated, message: "not valid", stored: true},
+		{name: "the pod's token for another audience", runner: pod.Name, ctx: reporttoken.Attach(ctx, token(t, env, pod, "vault")), code: codes.Unauthenticated, message: "not valid", stored: true},
+		{name: "the token of a pod deleted since", runner: gone.Name, uid: string(gone.UID), ctx: reporttoken.Attach(ctx, goneToken), code: codes.Unauthenticated, message: "not valid"},
+		{name: "a pod that is no binary-runner", runner: other0.Name, uid: string(other0.UID), ctx: as(t, env, other0), code: codes.PermissionDenied, message: unknown},
+		{name: "another pod's token, naming the runner", runner: pod.Name, uid: string(pod.UID), ctx: as(t, env, other0), code: codes.PermissionDenied, message: unknown, stored: true},
+		{name: "the pod under another UID", runner: pod.Name, uid: "0a1b", ctx: as(t, env, pod), code: codes.PermissionDenied, message: unknown, stored: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, r := range replicas {
-				_, err := r.config.Report(ctx, unrunnable(tc.runner, tc.uid, "", "", ""))
-				require.Equal(t, codes.PermissionDenied, grpcstatus.Code(err), "%v", err)
-				assert.Contains(t, grpcstatus.Convert(err).Message(), "is not a binary-runner pod of namespace "+ns)
+				_, err := r.config.Report(tc.ctx, unrunnable(tc.runner, tc.uid, "", "", ""))
+				require.Equal(t, tc.code, grpcstatus.Code(err), "%v", err)
+				assert.Contains(t, grpcstatus.Convert(err).Message(), tc.message)
 			}
 			var cm corev1.ConfigMap
 			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: reports.Name(tc.runner)}, &cm)
@@ -210,9 +260,9 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 	// differed (ignored for status).
 	pod1 := runnerPod(t, env, "fnrunner-binary-runner-1", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
 	pod2 := runnerPod(t, env, "fnrunner-binary-runner-2", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
-	_, err = replicas[0].config.Report(ctx, unrunnable(pod1.Name, "", "apply-setters", "apply-setters", "not executable"))
+	_, err = replicas[0].config.Report(as(t, env, pod1), unrunnable(pod1.Name, "", "apply-setters", "apply-setters", "not executable"))
 	require.NoError(t, err)
-	_, err = replicas[1].config.Report(ctx, unrunnable(pod2.Name, string(pod2.UID), "apply-setters", "old/apply-setters", "no such file"))
+	_, err = replicas[1].config.Report(as(t, env, pod2), unrunnable(pod2.Name, string(pod2.UID), "apply-setters", "old/apply-setters", "no such file"))
 	require.NoError(t, err)
 	for _, p := range []*corev1.Pod{pod1, pod2} {
 		assert.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID}}, reportCM(t, env, p.Name).OwnerReferences)
@@ -222,8 +272,8 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 	})
 
 	// The binaries appear: the reports are empty, the error goes.
-	for _, runner := range []string{pod.Name, pod1.Name} {
-		_, err = other.config.Report(ctx, unrunnable(runner, "", "", "", ""))
+	for _, p := range []*corev1.Pod{pod, pod1} {
+		_, err = other.config.Report(as(t, env, p), unrunnable(p.Name, "", "", "", ""))
 		require.NoError(t, err)
 	}
 	harness.WaitFor(t, "apply-setters Ready again", func() bool {
@@ -232,7 +282,7 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 	})
 
 	// A report must name its runner.
-	_, err = other.config.Report(ctx, &configpb.RunnerReport{})
+	_, err = other.config.Report(as(t, env, pod), &configpb.RunnerReport{})
 	require.Error(t, err)
 }
 
@@ -271,8 +321,8 @@ func TestRunnerReportInPorchStatus(t *testing.T) {
 		return errText == "" && observed == generation
 	})
 
-	runnerPod(t, f.env, "fnrunner-binary-runner-0", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
-	_, err := f.config.Report(ctx, unrunnable("fnrunner-binary-runner-0", "", "apply-setters", "apply-setters", "no such file"))
+	pod := runnerPod(t, f.env, "fnrunner-binary-runner-0", map[string]string{reports.RunnerLabel: reports.RunnerLabelValue})
+	_, err := f.config.Report(as(t, f.env, pod), unrunnable(pod.Name, "", "apply-setters", "apply-setters", "no such file"))
 	require.NoError(t, err)
 	harness.WaitFor(t, "the runner's error in porch's status", func() bool {
 		errText, observed, generation := status()
@@ -280,7 +330,7 @@ func TestRunnerReportInPorchStatus(t *testing.T) {
 			observed == generation
 	})
 
-	_, err = f.config.Report(ctx, unrunnable("fnrunner-binary-runner-0", "", "", "", ""))
+	_, err = f.config.Report(as(t, f.env, pod), unrunnable(pod.Name, "", "", "", ""))
 	require.NoError(t, err)
 	harness.WaitFor(t, "the error cleared", func() bool {
 		errText, _, _ := status()

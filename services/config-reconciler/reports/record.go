@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 )
@@ -45,29 +47,47 @@ const (
 
 // ConfigMaps stores each runner's report in a ConfigMap of its own in one
 // namespace, owned by the runner's Pod: it takes reports only from
-// binary-runner pods of that namespace, so the reports are no more than
-// those pods and go with them.
+// binary-runner pods of that namespace, each proving who it is with a
+// service account token bound to it, so the reports are no more than those
+// pods and go with them.
 type ConfigMaps struct {
 	writer    client.Client
 	reader    client.Reader
+	tokens    TokenReviewer
 	namespace string
 	log       *slog.Logger
 }
 
+// TokenReviewer says which pod a service account token is bound to
+// (reporttoken.Reviewer asks the apiserver); an error wrapping
+// reporttoken.ErrInvalid means no pod.
+type TokenReviewer interface {
+	Review(ctx context.Context, token string) (reporttoken.Pod, error)
+}
+
+var _ TokenReviewer = reporttoken.Reviewer{}
+
 // NewConfigMaps stores reports with writer in namespace; reader looks up the
-// runners' pods (uncached: a manager's APIReader).
-func NewConfigMaps(log *slog.Logger, writer client.Client, reader client.Reader, namespace string) *ConfigMaps {
-	return &ConfigMaps{writer: writer, reader: reader, namespace: namespace, log: log}
+// runners' pods (uncached: a manager's APIReader), tokens says whose the
+// token a report came with is.
+func NewConfigMaps(log *slog.Logger, writer client.Client, reader client.Reader, tokens TokenReviewer, namespace string) *ConfigMaps {
+	return &ConfigMaps{writer: writer, reader: reader, tokens: tokens, namespace: namespace, log: log}
 }
 
 // Record implements store.Recorder: it applies the runner's ConfigMap
 // (server-side apply, so every replica writes it the same way and the
-// runner's newest report wins), owned by the runner's pod. A report whose
-// runner is not a binary-runner pod of the namespace (or, when the report
-// gives a UID, not that pod) is refused with store.ErrUnknownRunner.
+// runner's newest report wins), owned by the runner's pod. A report sent
+// without a token valid for the audience is refused with
+// store.ErrUnauthenticated; one whose token is not bound to the pod it
+// names, or whose runner is not a binary-runner pod of the namespace (or,
+// when the report gives a UID, not that pod), with store.ErrUnknownRunner.
 func (c *ConfigMaps) Record(ctx context.Context, r *configpb.RunnerReport) error {
 	rep := FromProto(r)
-	owner, err := c.owner(ctx, rep)
+	sender, err := c.sender(ctx)
+	if err != nil {
+		return err
+	}
+	owner, err := c.owner(ctx, rep, sender)
 	if err != nil {
 		return err
 	}
@@ -89,14 +109,34 @@ func (c *ConfigMaps) Record(ctx context.Context, r *configpb.RunnerReport) error
 	return nil
 }
 
+// sender is the pod whose token the call carried.
+func (c *ConfigMaps) sender(ctx context.Context) (reporttoken.Pod, error) {
+	token, err := reporttoken.FromIncoming(ctx)
+	if err != nil {
+		return reporttoken.Pod{}, fmt.Errorf("%w: %w", store.ErrUnauthenticated, err)
+	}
+	pod, err := c.tokens.Review(ctx, token)
+	switch {
+	case errors.Is(err, reporttoken.ErrInvalid):
+		return reporttoken.Pod{}, fmt.Errorf("%w: %w", store.ErrUnauthenticated, err)
+	case err != nil:
+		return reporttoken.Pod{}, err
+	}
+	return pod, nil
+}
+
 // owner is the reference to the runner's pod, read from the apiserver (not
-// a cache, which could be behind): the report's runner must name a pod of
-// the namespace labelled as a binary-runner's, with the report's UID when it
-// gives one; otherwise the error wraps store.ErrUnknownRunner. The
-// reference always carries the UID read, so a report outlives no pod.
-func (c *ConfigMaps) owner(ctx context.Context, rep Report) (*metav1ac.OwnerReferenceApplyConfiguration, error) {
+// a cache, which could be behind): the report's runner must be the pod the
+// sender's token is bound to, a pod of the namespace labelled as a
+// binary-runner's, with the report's UID when it gives one; otherwise the
+// error wraps store.ErrUnknownRunner. The reference always carries the UID
+// read, so a report outlives no pod.
+func (c *ConfigMaps) owner(ctx context.Context, rep Report, sender reporttoken.Pod) (*metav1ac.OwnerReferenceApplyConfiguration, error) {
 	unknown := func(why string) error {
 		return fmt.Errorf("runner %q is not a binary-runner pod of namespace %s (%s): %w", rep.Runner, c.namespace, why, store.ErrUnknownRunner)
+	}
+	if sender.Namespace != c.namespace || sender.Name != rep.Runner {
+		return nil, unknown(fmt.Sprintf("the report's token is bound to pod %s/%s", sender.Namespace, sender.Name))
 	}
 	// Not a pod name at all: not worth a request (and some, like "a/b",
 	// would not make one).
@@ -113,6 +153,8 @@ func (c *ConfigMaps) owner(ctx context.Context, rep Report) (*metav1ac.OwnerRefe
 		return nil, fmt.Errorf("looking up the pod of runner %s: %w", rep.Runner, err)
 	case rep.RunnerUID != "" && pod.UID != types.UID(rep.RunnerUID):
 		return nil, unknown(fmt.Sprintf("its pod has UID %s, the report gave %s", pod.UID, rep.RunnerUID))
+	case pod.UID != sender.UID:
+		return nil, unknown(fmt.Sprintf("its pod has UID %s, the report's token is bound to UID %s (a pod of that name before)", pod.UID, sender.UID))
 	case pod.Labels[RunnerLabel] != RunnerLabelValue:
 		return nil, unknown(fmt.Sprintf("the pod is not labelled %s=%s", RunnerLabel, RunnerLabelValue))
 	}

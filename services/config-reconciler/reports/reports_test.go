@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 )
@@ -86,6 +89,16 @@ func TestDecode(t *testing.T) {
 	assert.Error(t, err, "bad JSON")
 }
 
+// tokens is a TokenReviewer over a fixed set of tokens.
+type tokens map[string]reporttoken.Pod
+
+func (ts tokens) Review(_ context.Context, token string) (reporttoken.Pod, error) {
+	if p, ok := ts[token]; ok {
+		return p, nil
+	}
+	return reporttoken.Pod{}, fmt.Errorf("%w: unknown", reporttoken.ErrInvalid)
+}
+
 func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
 	const namespace = "fn"
 	runnerLabels := map[string]string{RunnerLabel: RunnerLabelValue}
@@ -97,27 +110,42 @@ func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
 		pod("other-app", "uid-1", map[string]string{RunnerLabel: "something-else"}),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "runner-9", UID: "uid-9", Labels: runnerLabels}},
 	).Build()
+	reviewer := tokens{
+		"runner-0":     {Namespace: namespace, ServiceAccount: "runner", Name: "runner-0", UID: "uid-0"},
+		"other-app":    {Namespace: namespace, ServiceAccount: "default", Name: "other-app", UID: "uid-1"},
+		"runner-9":     {Namespace: "elsewhere", ServiceAccount: "runner", Name: "runner-9", UID: "uid-9"},
+		"laptop":       {Namespace: namespace, ServiceAccount: "runner", Name: "laptop", UID: "uid-l"},
+		"runner-0-old": {Namespace: namespace, ServiceAccount: "runner", Name: "runner-0", UID: "uid-before"},
+	}
 	for _, tc := range []struct {
-		name, runner, uid string
-		refused           bool
+		name, token, runner, uid string
+		refused                  error
 	}{
-		{name: "the pod, with its UID", runner: "runner-0", uid: "uid-0"},
-		{name: "the pod, no UID given", runner: "runner-0"},
-		{name: "another UID", runner: "runner-0", uid: "uid-x", refused: true},
-		{name: "no such pod", runner: "laptop", refused: true},
-		{name: "a pod of another namespace", runner: "runner-9", uid: "uid-9", refused: true},
-		{name: "a pod that is no binary-runner", runner: "other-app", uid: "uid-1", refused: true},
-		{name: "not a pod name", runner: "../secrets/x", refused: true},
+		{name: "the pod, with its UID", token: "runner-0", runner: "runner-0", uid: "uid-0"},
+		{name: "the pod, no UID given", token: "runner-0", runner: "runner-0"},
+		{name: "another UID", token: "runner-0", runner: "runner-0", uid: "uid-x", refused: store.ErrUnknownRunner},
+		{name: "no such pod", token: "laptop", runner: "laptop", refused: store.ErrUnknownRunner},
+		{name: "a pod of another namespace", token: "runner-9", runner: "runner-9", uid: "uid-9", refused: store.ErrUnknownRunner},
+		{name: "a pod that is no binary-runner", token: "other-app", runner: "other-app", uid: "uid-1", refused: store.ErrUnknownRunner},
+		{name: "not a pod name", token: "runner-0", runner: "../secrets/x", refused: store.ErrUnknownRunner},
+		{name: "another pod's token, naming the runner", token: "other-app", runner: "runner-0", uid: "uid-0", refused: store.ErrUnknownRunner},
+		{name: "a token of the pod's name before it was replaced", token: "runner-0-old", runner: "runner-0", refused: store.ErrUnknownRunner},
+		{name: "a pod of another namespace, naming the runner", token: "runner-9", runner: "runner-0", refused: store.ErrUnknownRunner},
+		{name: "no token", runner: "runner-0", uid: "uid-0", refused: store.ErrUnauthenticated},
+		{name: "a token the apiserver does not know", token: "forged", runner: "runner-0", uid: "uid-0", refused: store.ErrUnauthenticated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
+			if tc.token != "" {
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+tc.token))
+			}
 			writer := fake.NewClientBuilder().Build()
-			c := NewConfigMaps(slog.New(slog.DiscardHandler), writer, reader, namespace)
+			c := NewConfigMaps(slog.New(slog.DiscardHandler), writer, reader, reviewer, namespace)
 			err := c.Record(ctx, &configpb.RunnerReport{Runner: tc.runner, RunnerUid: tc.uid, Epoch: "e", Version: 1})
 			var cms corev1.ConfigMapList
 			require.NoError(t, writer.List(ctx, &cms))
-			if tc.refused {
-				require.ErrorIs(t, err, store.ErrUnknownRunner)
+			if tc.refused != nil {
+				require.ErrorIs(t, err, tc.refused)
 				assert.Empty(t, cms.Items, "a refused report is not stored")
 				return
 			}
@@ -135,17 +163,31 @@ func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
 }
 
 // A failed lookup is no verdict on the runner: the report may pass on a
-// retry (Unavailable, not PermissionDenied).
+// retry (Unavailable, not PermissionDenied), and so may a failed review.
 func TestConfigMapsLookupFailureIsNotUnknownRunner(t *testing.T) {
 	reader := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 			return errors.New("apiserver unreachable")
 		},
 	}).Build()
-	c := NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, "fn")
-	err := c.Record(context.Background(), &configpb.RunnerReport{Runner: "runner-0"})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer runner-0"))
+	reviewer := tokens{"runner-0": {Namespace: "fn", Name: "runner-0", UID: "uid-0"}}
+	c := NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, reviewer, "fn")
+	err := c.Record(ctx, &configpb.RunnerReport{Runner: "runner-0"})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, store.ErrUnknownRunner)
+	assert.NotErrorIs(t, err, store.ErrUnauthenticated)
+
+	unreachable := reporttoken.Reviewer{Audience: "a", Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return errors.New("apiserver unreachable")
+		},
+	}).Build()}
+	c = NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, unreachable, "fn")
+	err = c.Record(ctx, &configpb.RunnerReport{Runner: "runner-0"})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, store.ErrUnknownRunner)
+	assert.NotErrorIs(t, err, store.ErrUnauthenticated)
 }
 
 func TestMemoryKeepsTheLastReportOfEachRunner(t *testing.T) {

@@ -13,17 +13,23 @@ import (
 
 // ErrUnknownRunner is why a Recorder refuses a report: its runner is not
 // one the config-reconciler knows (in a cluster: no binary-runner pod of
-// its namespace by that name, or one with another UID). Report answers it
-// with PermissionDenied; the Report RPC is unauthenticated, so this is what
-// keeps anyone who reaches it from storing reports under made-up runners.
+// its namespace by that name, one with another UID, or not the pod whose
+// token the report came with). Report answers it with PermissionDenied.
 var ErrUnknownRunner = errors.New("unknown runner")
+
+// ErrUnauthenticated is why a Recorder refuses a report that came without
+// proof of its sender (in a cluster: a service account token bound to the
+// runner's pod, for the config-reconciler's audience). Report answers it
+// with Unauthenticated.
+var ErrUnauthenticated = errors.New("report sender not authenticated")
 
 // Recorder keeps the binary-runners' reports (reports.ConfigMaps in a
 // cluster, reports.Memory with --config-dir).
 type Recorder interface {
 	// Record keeps r as its runner's report, replacing the last one. An
-	// error wrapping ErrUnknownRunner refuses the report for good; any
-	// other may pass on a retry.
+	// error wrapping ErrUnauthenticated or ErrUnknownRunner refuses the
+	// report for good; any other may pass on a retry. ctx is the call's:
+	// its metadata carries the sender's proof.
 	Record(ctx context.Context, r *configpb.RunnerReport) error
 }
 
@@ -68,7 +74,10 @@ func (s *Server) Report(ctx context.Context, req *configpb.RunnerReport) (*confi
 	}
 	if err := s.Reports.Record(ctx, req); err != nil {
 		s.Log.Warn("keeping a runner report", "runner", req.GetRunner(), "error", err)
-		if errors.Is(err, ErrUnknownRunner) {
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			return nil, status.Errorf(codes.Unauthenticated, "report refused: %v", err)
+		case errors.Is(err, ErrUnknownRunner):
 			return nil, status.Errorf(codes.PermissionDenied, "report refused: %v", err)
 		}
 		return nil, status.Errorf(codes.Unavailable, "keeping the report: %v", err)

@@ -187,6 +187,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	srv.Registry.MustRegister(admitted.Collectors()...)
 	srv.Registry.MustRegister(ev.Collectors()...)
 	srv.Registry.MustRegister(cfg.Collectors()...)
+	if discovered != nil {
+		srv.Registry.MustRegister(discovered.Collectors()...)
+	}
 	evaluations, err := evalmetrics.New(srv.Registry, cfg)
 	if err != nil {
 		return err

@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,7 +104,10 @@ func TestDeployLocalOverlay(t *testing.T) {
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: gw.Spec.Selector,
-			Ports:    []corev1.ServicePort{{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)}},
+			Ports: []corev1.ServicePort{
+				{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)},
+				{Name: "metrics", Port: 9090, TargetPort: intstr.FromString("metrics")},
+			},
 		},
 	}
 	require.NoError(t, n.Kube.Client.Create(ctx, np))
@@ -121,6 +126,30 @@ func TestDeployLocalOverlay(t *testing.T) {
 	})
 	require.NoError(t, err, "a call through the gateway's NodePort\n%s", podReport(ctx, n.Kube.Client))
 	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+
+	// The gateway found the pod-manager by the DNS SRV lookup deploy/
+	// configures (--pod-manager-srv=_grpc._tcp.fnrunner-pod-manager): Go's
+	// resolver in a pod, the pod's resolv.conf search path, CoreDNS and
+	// the StatefulSet's headless Service with its EndpointSlices.
+	var sts appsv1.StatefulSet
+	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}, &sts))
+	metrics := fmt.Sprintf("http://%s:%d/metrics", n.NodeIP, np.Spec.Ports[1].NodePort)
+	want := fmt.Sprintf("fnrunner_gateway_pod_manager_replicas %d", *sts.Spec.Replicas)
+	var page string
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		resp, err := http.Get(metrics)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		page = string(body)
+		if err == nil && !strings.Contains(page, want+"\n") {
+			err = fmt.Errorf("no %q on the gateway's metrics page", want)
+		}
+		return err
+	})
+	require.NoError(t, err, "the gateway's SRV lookup\n%s", grep(page, "fnrunner_gateway_pod_manager"))
 
 	// Each binary-runner pod's report reached the config-reconciler with
 	// the token the kubelet projected for it (checked by TokenReview) and
@@ -244,4 +273,15 @@ func podReport(ctx context.Context, c client.Client) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// grep returns the lines of page that contain s.
+func grep(page, s string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

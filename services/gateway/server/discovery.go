@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -55,6 +56,11 @@ type DiscoveredReplicas struct {
 	mu       sync.RWMutex
 	replicas Replicas
 	closers  map[string]func()
+
+	// found is how many replicas the last lookup that succeeded found;
+	// failures counts the lookups that failed (the last replicas stay).
+	found    prometheus.Gauge
+	failures prometheus.Counter
 }
 
 var (
@@ -65,7 +71,22 @@ var (
 // NewDiscoveredReplicas returns replicas found by lookup and reached by dial;
 // there are none until Refresh or Run.
 func NewDiscoveredReplicas(log *slog.Logger, lookup LookupFunc, dial DialFunc) *DiscoveredReplicas {
-	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){}}
+	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){},
+		found: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fnrunner_gateway_pod_manager_replicas",
+			Help: "Pod-manager replicas found by the last --pod-manager-srv lookup that succeeded (the ones calls are spread over).",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fnrunner_gateway_pod_manager_lookup_failures_total",
+			Help: "--pod-manager-srv lookups that failed or found no replica (the replicas found before stay).",
+		}),
+	}
+}
+
+// Collectors export fnrunner_gateway_pod_manager_replicas and
+// fnrunner_gateway_pod_manager_lookup_failures_total.
+func (d *DiscoveredReplicas) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{d.found, d.failures}
 }
 
 // Run refreshes the replicas every interval until ctx ends, then closes
@@ -89,11 +110,13 @@ func (d *DiscoveredReplicas) Run(ctx context.Context, interval time.Duration) {
 func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
 	addrs, err := d.lookup(ctx)
 	if err != nil {
+		d.failures.Inc()
 		return err
 	}
 	slices.Sort(addrs)
 	addrs = slices.Compact(addrs)
 	if len(addrs) == 0 {
+		d.failures.Inc()
 		return fmt.Errorf("no pod-manager replica found")
 	}
 	d.mu.Lock()
@@ -105,6 +128,7 @@ func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
 		have = append(have, r.Address)
 	}
 	if slices.Equal(have, addrs) {
+		d.found.Set(float64(len(d.replicas)))
 		return nil
 	}
 	next := make(Replicas, 0, len(addrs))
@@ -131,6 +155,7 @@ func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
 		}
 	}
 	d.replicas = next
+	d.found.Set(float64(len(next)))
 	d.log.Info("pod-manager replicas", "addresses", addrs)
 	return dialErr
 }

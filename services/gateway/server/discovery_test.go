@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -56,6 +57,7 @@ func TestDiscoveredReplicasFollowTheLookup(t *testing.T) {
 
 	require.NoError(t, d.Refresh(ctx))
 	assert.ElementsMatch(t, []string{"pm-0:9449", "pm-1:9449"}, keys(owners()))
+	assert.Equal(t, 2.0, testutil.ToFloat64(d.found))
 
 	mu.Lock()
 	found = append(found, "pm-2:9449")
@@ -76,6 +78,8 @@ func TestDiscoveredReplicasFollowTheLookup(t *testing.T) {
 	mu.Unlock()
 	require.Error(t, d.Refresh(ctx))
 	assert.ElementsMatch(t, []string{"pm-0:9449", "pm-2:9449"}, keys(owners()), "a failed lookup dropped the replicas")
+	assert.Equal(t, 2.0, testutil.ToFloat64(d.found), "the replicas still used")
+	assert.Equal(t, 1.0, testutil.ToFloat64(d.failures))
 }
 
 func keys(m map[string]int) []string {

@@ -74,7 +74,8 @@ type Options struct {
 	// Scripts run the script functions (catalog.Function.Script).
 	Scripts Scripts
 	// Admission, when set, bounds the calls running by weight: input bytes
-	// times GoWeight or BinaryWeight.
+	// times GoWeight, or for a process times BinaryWeight plus
+	// ProcessWeight.
 	Admission *admission.Weighted
 }
 
@@ -88,15 +89,29 @@ type Scripts struct {
 	Exec *fnexec.Options
 }
 
-// Weights: the memory a call needs in the binary-runner per input byte.
-// An in-process function holds the document as a kyaml tree (25× the input
-// at peak for one 64 MiB document, docs/bench/memory.md; about 40× for many
-// small resources, as in tests/faults TestLargeConcurrentGoCalls); a
-// binary's run, the request and the output buffers (2.4×).
+// Weights: the memory a call needs while it runs, per input byte and, for a
+// call that runs a process, per process. An in-process function holds the
+// document as a kyaml tree (25× the input at peak for one 64 MiB document,
+// docs/bench/memory.md; about 40× for many small resources, as in
+// tests/faults TestLargeConcurrentGoCalls). A process (a binary, or a
+// starlark script) costs the binary-runner the request and output buffers
+// (2.4×) and costs its container the process itself, which decodes the
+// document as an in-process function does: set-namespace v0.4.5 peaks at
+// 10 MiB RSS on a 2 KiB input and 100 MiB on a 3 MiB one (GNU time's
+// maximum resident set size, 2026-11-24), so 30× and a 16 MiB floor.
 const (
-	GoWeight     = 40
-	BinaryWeight = 3
+	GoWeight      = 40
+	BinaryWeight  = 33
+	ProcessWeight = 16 << 20
 )
+
+// weight is a call's admission weight: input bytes on rt.
+func weight(rt Runtime, input int) int64 {
+	if _, ok := rt.(*fnexec.Binary); ok {
+		return int64(input)*BinaryWeight + ProcessWeight
+	}
+	return int64(input) * GoWeight
+}
 
 // Runner implements evalwire.Server.
 type Runner struct {
@@ -165,11 +180,7 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 		}
 		if r.opts.Admission != nil {
-			weight := GoWeight
-			if _, ok := rt.(*fnexec.Binary); ok {
-				weight = BinaryWeight
-			}
-			release, err := r.opts.Admission.Acquire(ctx, int64(req.ResourceList.Len())*int64(weight))
+			release, err := r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()))
 			if errors.Is(err, admission.ErrQueueFull) {
 				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %d calls already wait for memory (--max-queue); the function was not run", req.Image, r.opts.Admission.Queued())
 			}

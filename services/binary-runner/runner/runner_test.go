@@ -12,6 +12,7 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -113,6 +114,33 @@ func TestBinaryRuntime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, rl, string(resp.ResourceList.Materialize()))
 	assert.Equal(t, "ran", strings.TrimSpace(string(resp.Log)))
+}
+
+// A call that runs a process weighs what the process needs too: while the
+// binary runs, its call holds input × BinaryWeight + ProcessWeight.
+func TestBinaryCallWeighsItsProcess(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	require.NoError(t, unix.Mkfifo(gate, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\ncat\nread x < "+gate+"\n"), 0o755))
+	r := newRunner(nil, binaryEntry("fn", "fn"))
+	r.opts.FunctionsDir = dir
+	r.opts.Admission = admission.NewWeighted(1<<30, 10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+		done <- err
+	}()
+	want := int64(len(rl))*BinaryWeight + ProcessWeight
+	require.Eventually(t, func() bool { return r.opts.Admission.InFlight() == want }, 10*time.Second, time.Millisecond,
+		"in flight: %d, want %d", r.opts.Admission.InFlight(), want)
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("go\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, <-done)
+	assert.Zero(t, r.opts.Admission.InFlight(), "released when the call ended")
 }
 
 func TestBinaryPathsStayInsideFunctionsDir(t *testing.T) {

@@ -282,6 +282,29 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
 	before := callCgroups(t)
+	// Should a call's processes outlive it (the assertion at the end),
+	// they go with the test: a fork bomb left behind would keep Bazel's
+	// process wrapper, its subreaper, waiting for good.
+	t.Cleanup(func() {
+		for _, dir := range callCgroups(t) {
+			if slices.Contains(before, dir) {
+				continue
+			}
+			for range 1000 {
+				data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+				if len(strings.Fields(string(data))) == 0 {
+					break
+				}
+				for _, f := range strings.Fields(string(data)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+			_ = syscall.Rmdir(dir)
+		}
+	})
 
 	t.Run("memory over the call's limit", func(t *testing.T) {
 		_, err := fnexec.Run(context.Background(), []string{"/usr/bin/python3", "-c", "x = b'x' * (400 << 20)"}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})

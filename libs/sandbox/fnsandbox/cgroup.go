@@ -200,6 +200,16 @@ func (c *callCgroup) pids() []int {
 	return out
 }
 
+// kill sends SIGKILL to every process in the call's cgroup but the helper,
+// and returns how many it found.
+func (c *callCgroup) kill() int {
+	pids := c.pids()
+	for _, p := range pids {
+		_ = unix.Kill(p, unix.SIGKILL)
+	}
+	return len(pids)
+}
+
 // remove moves the helper back to its own cgroups and removes the call's
 // (empty by then: every process of the call was reaped).
 func (c *callCgroup) remove() {

@@ -59,17 +59,22 @@ func (r *reaper) sweep(children <-chan os.Signal) {
 	}
 	init := os.Getpid() == 1
 	for !r.reap() {
-		if init {
+		switch {
+		case init:
 			_ = unix.Kill(-1, unix.SIGKILL)
-		} else {
+		case r.group != nil && r.group.kill() > 0:
+			// The call's processes are in its cgroup: one read
+			// finds them. Scanning /proc for the helper's children
+			// instead takes a read per process on the machine, and
+			// a fork bomb refills its cgroup's pids.max faster than
+			// that under load (the runner's SIGKILL then came first,
+			// and orphaned the bomb).
+		default:
+			// Without a cgroup, or once it is empty while the helper
+			// still has children (a process that left it).
 			for _, c := range childrenOf(os.Getpid()) {
 				_ = unix.Kill(-c, unix.SIGKILL)
 				_ = unix.Kill(c, unix.SIGKILL)
-			}
-			if r.group != nil {
-				for _, p := range r.group.pids() {
-					_ = unix.Kill(p, unix.SIGKILL)
-				}
 			}
 		}
 		select {

@@ -4,15 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 func TestTokenTravelsInMetadata(t *testing.T) {
@@ -30,6 +27,8 @@ func TestTokenTravelsInMetadata(t *testing.T) {
 		_, err := FromIncoming(metadata.NewIncomingContext(context.Background(), md))
 		assert.ErrorIs(t, err, ErrNoToken, name)
 	}
+	_, err = FromIncoming(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+strings.Repeat("x", MaxBytes+1))))
+	assert.ErrorIs(t, err, ErrTooLarge)
 }
 
 func TestFileIsReadOnEveryUse(t *testing.T) {
@@ -48,41 +47,4 @@ func TestFileIsReadOnEveryUse(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, nil, 0o600))
 	_, err = f.Token()
 	assert.Error(t, err, "empty")
-}
-
-// reviewing answers every TokenReview with st.
-func reviewing(st authenticationv1.TokenReviewStatus) client.Client {
-	return fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
-			obj.(*authenticationv1.TokenReview).Status = st
-			return nil
-		},
-	}).Build()
-}
-
-func TestReview(t *testing.T) {
-	const aud = "fnrunner-config-reconciler"
-	bound := authenticationv1.UserInfo{
-		Username: "system:serviceaccount:porch-fn-system:fnrunner-binary-runner",
-		Extra: map[string]authenticationv1.ExtraValue{
-			"authentication.kubernetes.io/pod-name": {"fnrunner-binary-runner-x"},
-			"authentication.kubernetes.io/pod-uid":  {"u-1"},
-		},
-	}
-	p, err := Reviewer{Client: reviewing(authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: []string{aud}, User: bound}), Audience: aud}.Review(context.Background(), "t")
-	require.NoError(t, err)
-	assert.Equal(t, Pod{Namespace: "porch-fn-system", ServiceAccount: "fnrunner-binary-runner", Name: "fnrunner-binary-runner-x", UID: "u-1"}, p)
-
-	unbound := bound
-	unbound.Extra = nil
-	user := authenticationv1.UserInfo{Username: "alice", Extra: bound.Extra}
-	for name, st := range map[string]authenticationv1.TokenReviewStatus{
-		"not authenticated":     {Authenticated: false, Error: "token expired"},
-		"another audience":      {Authenticated: true, Audiences: []string{"https://kubernetes.default.svc"}, User: bound},
-		"not bound to a pod":    {Authenticated: true, Audiences: []string{aud}, User: unbound},
-		"not a service account": {Authenticated: true, Audiences: []string{aud}, User: user},
-	} {
-		_, err := Reviewer{Client: reviewing(st), Audience: aud}.Review(context.Background(), "t")
-		assert.ErrorIs(t, err, ErrInvalid, name)
-	}
 }

@@ -147,6 +147,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			scriptExec.Sandbox = sb.AllowingConnect(ports...)
 		}
 	}
+	if o.reportTokenFile != "" && !slices.Contains(sb.Layers(), sandbox.Landlock) {
+		log.Warn("--report-token-file without the landlock sandbox layer: functions can read this runner's report token, and report for it", "report_token_file", o.reportTokenFile)
+	}
 	if len(o.starlark.AllowedHosts) > 0 && !slices.Contains(sb.Layers(), sandbox.Landlock) {
 		// Only Landlock filters by port; the starlark binary still
 		// dials only the allowed hosts.

@@ -36,19 +36,20 @@ import (
 )
 
 type options struct {
-	tls                grpcserving.TLSFlags
-	common             grpcserving.Flags
-	port               int
-	namespace          string
-	configDir          string
-	defaultImagePrefix string
-	allowAbsolutePaths bool
-	kubeconfig         string
-	leaderElect        bool
-	leaderElectionID   string
-	maxMessageSize     int
-	healthProbeAddress string
-	reportAudience     string
+	tls                  grpcserving.TLSFlags
+	common               grpcserving.Flags
+	port                 int
+	namespace            string
+	configDir            string
+	defaultImagePrefix   string
+	allowAbsolutePaths   bool
+	kubeconfig           string
+	leaderElect          bool
+	leaderElectionID     string
+	maxMessageSize       int
+	healthProbeAddress   string
+	reportAudience       string
+	reportServiceAccount string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -68,9 +69,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "fnrunner-config-reconciler", "Name of the Lease used for leader election, in --namespace.")
 	fs.IntVar(&o.maxMessageSize, "max-message-size", 16*1024*1024, "Largest gRPC message sent or received on --port, in bytes.")
 	fs.StringVar(&o.reportAudience, "report-audience", reporttoken.DefaultAudience, "Audience of the service account tokens binary-runners prove their pod with when they report on --port (a projected serviceAccountToken volume in deploy/); reports without one bound to the pod they name are refused. Not used with --config-dir.")
+	fs.StringVar(&o.reportServiceAccount, "report-service-account", "fnrunner-binary-runner", "Service account of the binary-runners' pods in --namespace: a report whose token is of another is refused. Not used with --config-dir.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", "0", "Address of controller-runtime's HTTP /healthz and /readyz (\"0\" disables; gRPC health on --port is always served).")
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
+	}
+	if o.configDir == "" && (o.reportAudience == "" || o.reportServiceAccount == "") {
+		return nil, grpcserving.FlagError(fmt.Errorf("--report-audience and --report-service-account must name something: every report would be refused"))
 	}
 	return o, nil
 }
@@ -98,8 +103,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if mgr, err = newManager(o, log); err != nil {
 			return err
 		}
-		recorder = reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(),
-			reporttoken.Reviewer{Client: mgr.GetClient(), Audience: o.reportAudience}, o.namespace)
+		recorder = reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), reports.Options{
+			Namespace:      o.namespace,
+			Tokens:         reports.TokenReview{Client: mgr.GetClient(), Audience: o.reportAudience},
+			ServiceAccount: o.reportServiceAccount,
+		})
 	}
 
 	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{

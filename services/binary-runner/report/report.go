@@ -54,6 +54,11 @@ type Options struct {
 	Recheck time.Duration
 	// Timeout bounds one Report call (default 10 s).
 	Timeout time.Duration
+	// Resend is how long a delivered report stands before it is sent
+	// again unchanged (default 10 minutes): a report stored under this
+	// runner's name by someone else (a function that read its token) does
+	// not stand for good.
+	Resend time.Duration
 	// Token, when set, gives the proof of this runner's pod sent with every
 	// report (reporttoken.File: a projected service account token, read
 	// anew each time as the kubelet rotates it).
@@ -80,6 +85,9 @@ func New(log *slog.Logger, tables Tables, sender Sender, check Check, opts Optio
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
 	}
+	if opts.Resend <= 0 {
+		opts.Resend = 10 * time.Minute
+	}
 	return &Reporter{tables: tables, sender: sender, check: check, opts: opts, log: log}
 }
 
@@ -89,6 +97,7 @@ func New(log *slog.Logger, tables Tables, sender Sender, check Check, opts Optio
 // replaces the one that failed).
 func (r *Reporter) Run(ctx context.Context) {
 	var delivered *configpb.RunnerReport
+	var deliveredAt time.Time
 	backoff := time.Duration(0)
 	toldRefused := false
 	for {
@@ -96,14 +105,14 @@ func (r *Reporter) Run(ctx context.Context) {
 		var retry, recheck <-chan time.Time
 		if tables != nil {
 			rep := r.Report(tables)
-			if delivered == nil || !proto.Equal(rep, delivered) {
+			if delivered == nil || !proto.Equal(rep, delivered) || time.Since(deliveredAt) >= r.opts.Resend {
 				err := r.send(ctx, rep)
 				switch {
 				case ctx.Err() != nil:
 					return
 				case err == nil:
 					r.logChange(rep, delivered)
-					delivered, backoff = rep, 0
+					delivered, deliveredAt, backoff, toldRefused = rep, time.Now(), 0, false
 				case status.Code(err) == codes.Unimplemented, status.Code(err) == codes.PermissionDenied, status.Code(err) == codes.Unauthenticated:
 					// A config-reconciler from before reports, one that
 					// does not know this runner as a pod of its

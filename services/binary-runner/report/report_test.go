@@ -170,3 +170,22 @@ func TestReporterRun(t *testing.T) {
 	defer sender.mu.Unlock()
 	assert.Equal(t, []string{"Bearer first", "Bearer second", "Bearer second"}, sender.auth)
 }
+
+// A report stands for Resend, then goes again unchanged: one stored under
+// this runner's name by someone else does not stay.
+func TestReporterResendsAnUnchangedReport(t *testing.T) {
+	tables := newFakeTables()
+	sender := &fakeSender{}
+	r := New(slog.New(slog.DiscardHandler), tables, sender, func(string) error { return nil },
+		Options{Runner: "runner-0", Recheck: 10 * time.Millisecond, Resend: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	tables.set(&configpb.Snapshot{Epoch: "e", Version: 1, Functions: []*configpb.FunctionConfig{binary("fn", "fn")}})
+	require.Eventually(t, func() bool { return len(sender.delivered()) >= 3 }, 10*time.Second, 10*time.Millisecond)
+	for _, rep := range sender.delivered() {
+		assert.Equal(t, uint64(1), rep.GetVersion(), "the same report")
+	}
+}

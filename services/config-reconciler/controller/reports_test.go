@@ -147,8 +147,11 @@ func as(t *testing.T, env *kubetest.Environment, pod *corev1.Pod) context.Contex
 
 // newRecorder is the cluster's Recorder of a replica, as main makes it.
 func newRecorder(log *slog.Logger, mgr ctrl.Manager) *reports.ConfigMaps {
-	return reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(),
-		reporttoken.Reviewer{Client: mgr.GetClient(), Audience: reporttoken.DefaultAudience}, ns)
+	return reports.NewConfigMaps(log, mgr.GetClient(), mgr.GetAPIReader(), reports.Options{
+		Namespace:      ns,
+		Tokens:         reports.TokenReview{Client: mgr.GetClient(), Audience: reporttoken.DefaultAudience},
+		ServiceAccount: runnerSA,
+	})
 }
 
 func reportCM(t *testing.T, env *kubetest.Environment, runner string) *corev1.ConfigMap {
@@ -227,9 +230,10 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 	}{
 		{name: "outside a pod, no token", runner: "laptop", ctx: ctx, code: codes.Unauthenticated, message: "no service account token"},
 		{name: "no token, naming the runner", runner: pod.Name, uid: string(pod.UID), ctx: ctx, code: codes.Unauthenticated, message: "no service account token", stored: true},
-		{name: "a forged token", runner: pod.Name, ctx: reporttoken.Attach(ctx, "eyJhbGciOiJub25lIn0.e30."), code: codes.Unauthenticated, message: "not valid", stored: true},
-		{name: "the pod's token for another audience", runner: pod.Name, ctx: reporttoken.Attach(ctx, token(t, env, pod, "vault")), code: codes.Unauthenticated, message: "not valid", stored: true},
-		{name: "the token of a pod deleted since", runner: gone.Name, uid: string(gone.UID), ctx: reporttoken.Attach(ctx, goneToken), code: codes.Unauthenticated, message: "not valid"},
+		{name: "a forged token", runner: pod.Name, ctx: reporttoken.Attach(ctx, "eyJhbGciOiJub25lIn0.e30."), code: codes.Unauthenticated, message: "no service account token valid", stored: true},
+		{name: "the pod's token for another audience", runner: pod.Name, ctx: reporttoken.Attach(ctx, token(t, env, pod, "vault")), code: codes.Unauthenticated, message: "no service account token valid", stored: true},
+		{name: "the token of a pod deleted since", runner: gone.Name, uid: string(gone.UID), ctx: reporttoken.Attach(ctx, goneToken), code: codes.Unauthenticated, message: "no service account token valid"},
+		{name: "a token too large to be one", runner: pod.Name, ctx: reporttoken.Attach(ctx, strings.Repeat("x", reporttoken.MaxBytes+1)), code: codes.InvalidArgument, message: "too large", stored: true},
 		{name: "a pod that is no binary-runner", runner: other0.Name, uid: string(other0.UID), ctx: as(t, env, other0), code: codes.PermissionDenied, message: unknown},
 		{name: "another pod's token, naming the runner", runner: pod.Name, uid: string(pod.UID), ctx: as(t, env, other0), code: codes.PermissionDenied, message: unknown, stored: true},
 		{name: "the pod under another UID", runner: pod.Name, uid: "0a1b", ctx: as(t, env, pod), code: codes.PermissionDenied, message: unknown, stored: true},

@@ -19,7 +19,6 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 )
@@ -51,39 +50,60 @@ const (
 // service account token bound to it, so the reports are no more than those
 // pods and go with them.
 type ConfigMaps struct {
-	writer    client.Client
-	reader    client.Reader
-	tokens    TokenReviewer
-	namespace string
-	log       *slog.Logger
+	writer client.Client
+	reader client.Reader
+	opts   Options
+	log    *slog.Logger
+	// reviews bounds the token reviews in flight: each is a request to
+	// the apiserver, made for whoever reaches the port.
+	reviews chan struct{}
+}
+
+// Options say whose reports ConfigMaps takes.
+type Options struct {
+	// Namespace of the runners' pods and of the ConfigMaps.
+	Namespace string
+	// Tokens says which pod a report's token is bound to.
+	Tokens TokenReviewer
+	// ServiceAccount the runners' pods run as: a token of another service
+	// account is refused.
+	ServiceAccount string
 }
 
 // TokenReviewer says which pod a service account token is bound to
-// (reporttoken.Reviewer asks the apiserver); an error wrapping
-// reporttoken.ErrInvalid means no pod.
+// (TokenReview asks the apiserver); an error wrapping ErrTokenInvalid means
+// no pod.
 type TokenReviewer interface {
-	Review(ctx context.Context, token string) (reporttoken.Pod, error)
+	Review(ctx context.Context, token string) (Sender, error)
 }
 
-var _ TokenReviewer = reporttoken.Reviewer{}
+// MaxReviews bounds the reports whose token is being checked at once; more
+// are refused with store.ErrBusy (the runner tries again after a backoff).
+const MaxReviews = 8
 
-// NewConfigMaps stores reports with writer in namespace; reader looks up the
-// runners' pods (uncached: a manager's APIReader), tokens says whose the
-// token a report came with is.
-func NewConfigMaps(log *slog.Logger, writer client.Client, reader client.Reader, tokens TokenReviewer, namespace string) *ConfigMaps {
-	return &ConfigMaps{writer: writer, reader: reader, tokens: tokens, namespace: namespace, log: log}
+// NewConfigMaps stores reports with writer; reader looks up the runners'
+// pods (uncached: a manager's APIReader).
+func NewConfigMaps(log *slog.Logger, writer client.Client, reader client.Reader, opts Options) *ConfigMaps {
+	return &ConfigMaps{writer: writer, reader: reader, opts: opts, log: log, reviews: make(chan struct{}, MaxReviews)}
 }
 
 // Record implements store.Recorder: it applies the runner's ConfigMap
 // (server-side apply, so every replica writes it the same way and the
-// runner's newest report wins), owned by the runner's pod. A report sent
-// without a token valid for the audience is refused with
+// runner's newest report wins), owned by the runner's pod. A report whose
+// runner is no pod name is refused with store.ErrUnknownRunner before
+// anything else; one sent without a token valid for the audience with
 // store.ErrUnauthenticated; one whose token is not bound to the pod it
-// names, or whose runner is not a binary-runner pod of the namespace (or,
-// when the report gives a UID, not that pod), with store.ErrUnknownRunner.
-func (c *ConfigMaps) Record(ctx context.Context, r *configpb.RunnerReport) error {
+// names, a pod of the namespace under the runners' service account, or
+// whose pod is no binary-runner's (or, when the report gives a UID, not
+// that pod), with store.ErrUnknownRunner.
+func (c *ConfigMaps) Record(ctx context.Context, token string, r *configpb.RunnerReport) error {
 	rep := FromProto(r)
-	sender, err := c.sender(ctx)
+	// Not a pod name at all: not worth a request (and some, like "a/b",
+	// would not make one).
+	if msgs := validation.IsDNS1123Subdomain(rep.Runner); len(msgs) > 0 {
+		return fmt.Errorf("runner %q is not a pod name: %w", rep.Runner, store.ErrUnknownRunner)
+	}
+	sender, err := c.sender(ctx, token)
 	if err != nil {
 		return err
 	}
@@ -99,7 +119,7 @@ func (c *ConfigMaps) Record(ctx context.Context, r *configpb.RunnerReport) error
 	if err != nil {
 		return fmt.Errorf("runner report of %s: %w", rep.Runner, err)
 	}
-	cm := corev1ac.ConfigMap(Name(rep.Runner), c.namespace).
+	cm := corev1ac.ConfigMap(Name(rep.Runner), c.opts.Namespace).
 		WithLabels(map[string]string{Label: "true"}).
 		WithData(map[string]string{DataKey: string(data)}).
 		WithOwnerReferences(owner)
@@ -109,43 +129,46 @@ func (c *ConfigMaps) Record(ctx context.Context, r *configpb.RunnerReport) error
 	return nil
 }
 
-// sender is the pod whose token the call carried.
-func (c *ConfigMaps) sender(ctx context.Context) (reporttoken.Pod, error) {
-	token, err := reporttoken.FromIncoming(ctx)
-	if err != nil {
-		return reporttoken.Pod{}, fmt.Errorf("%w: %w", store.ErrUnauthenticated, err)
+// sender is the pod token is bound to.
+func (c *ConfigMaps) sender(ctx context.Context, token string) (Sender, error) {
+	if token == "" {
+		return Sender{}, fmt.Errorf("%w: no service account token sent", store.ErrUnauthenticated)
 	}
-	pod, err := c.tokens.Review(ctx, token)
+	select {
+	case c.reviews <- struct{}{}:
+		defer func() { <-c.reviews }()
+	default:
+		return Sender{}, fmt.Errorf("%d token reviews in flight: %w", MaxReviews, store.ErrBusy)
+	}
+	pod, err := c.opts.Tokens.Review(ctx, token)
 	switch {
-	case errors.Is(err, reporttoken.ErrInvalid):
-		return reporttoken.Pod{}, fmt.Errorf("%w: %w", store.ErrUnauthenticated, err)
+	case errors.Is(err, ErrTokenInvalid):
+		return Sender{}, fmt.Errorf("%w: %w", store.ErrUnauthenticated, err)
 	case err != nil:
-		return reporttoken.Pod{}, err
+		return Sender{}, err
 	}
 	return pod, nil
 }
 
 // owner is the reference to the runner's pod, read from the apiserver (not
 // a cache, which could be behind): the report's runner must be the pod the
-// sender's token is bound to, a pod of the namespace labelled as a
-// binary-runner's, with the report's UID when it gives one; otherwise the
-// error wraps store.ErrUnknownRunner. The reference always carries the UID
-// read, so a report outlives no pod.
-func (c *ConfigMaps) owner(ctx context.Context, rep Report, sender reporttoken.Pod) (*metav1ac.OwnerReferenceApplyConfiguration, error) {
+// sender's token is bound to, a pod of the namespace under the runners'
+// service account labelled as a binary-runner's, with the report's UID
+// when it gives one; otherwise the error wraps store.ErrUnknownRunner. The
+// reference always carries the UID read, so a report outlives no pod.
+func (c *ConfigMaps) owner(ctx context.Context, rep Report, sender Sender) (*metav1ac.OwnerReferenceApplyConfiguration, error) {
 	unknown := func(why string) error {
-		return fmt.Errorf("runner %q is not a binary-runner pod of namespace %s (%s): %w", rep.Runner, c.namespace, why, store.ErrUnknownRunner)
+		return fmt.Errorf("runner %q is not a binary-runner pod of namespace %s (%s): %w", rep.Runner, c.opts.Namespace, why, store.ErrUnknownRunner)
 	}
-	if sender.Namespace != c.namespace || sender.Name != rep.Runner {
+	switch {
+	case sender.Namespace != c.opts.Namespace || sender.Name != rep.Runner:
 		return nil, unknown(fmt.Sprintf("the report's token is bound to pod %s/%s", sender.Namespace, sender.Name))
-	}
-	// Not a pod name at all: not worth a request (and some, like "a/b",
-	// would not make one).
-	if msgs := validation.IsDNS1123Subdomain(rep.Runner); len(msgs) > 0 {
-		return nil, unknown("not a pod name")
+	case sender.ServiceAccount != c.opts.ServiceAccount:
+		return nil, unknown(fmt.Sprintf("the report's token is of service account %s, not %s", sender.ServiceAccount, c.opts.ServiceAccount))
 	}
 	pod := &metav1.PartialObjectMetadata{}
 	pod.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	err := c.reader.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: rep.Runner}, pod)
+	err := c.reader.Get(ctx, client.ObjectKey{Namespace: c.opts.Namespace, Name: rep.Runner}, pod)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, unknown("no such pod")
@@ -154,6 +177,8 @@ func (c *ConfigMaps) owner(ctx context.Context, rep Report, sender reporttoken.P
 	case rep.RunnerUID != "" && pod.UID != types.UID(rep.RunnerUID):
 		return nil, unknown(fmt.Sprintf("its pod has UID %s, the report gave %s", pod.UID, rep.RunnerUID))
 	case pod.UID != sender.UID:
+		// The apiserver refuses a token whose pod is gone, but it may
+		// answer a review from a cache for a few seconds.
 		return nil, unknown(fmt.Sprintf("its pod has UID %s, the report's token is bound to UID %s (a pod of that name before)", pod.UID, sender.UID))
 	case pod.Labels[RunnerLabel] != RunnerLabelValue:
 		return nil, unknown(fmt.Sprintf("the pod is not labelled %s=%s", RunnerLabel, RunnerLabelValue))
@@ -197,7 +222,9 @@ func NewMemory(log *slog.Logger) *Memory {
 }
 
 // Record implements store.Recorder.
-func (m *Memory) Record(_ context.Context, r *configpb.RunnerReport) error {
+// With --config-dir there is no apiserver to check a token with: token is
+// not used.
+func (m *Memory) Record(_ context.Context, _ string, r *configpb.RunnerReport) error {
 	rep := FromProto(r)
 	if len(rep.Unrunnable) > maxStored {
 		rep.Unrunnable = rep.Unrunnable[:maxStored]

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/store"
 )
@@ -90,13 +88,13 @@ func TestDecode(t *testing.T) {
 }
 
 // tokens is a TokenReviewer over a fixed set of tokens.
-type tokens map[string]reporttoken.Pod
+type tokens map[string]Sender
 
-func (ts tokens) Review(_ context.Context, token string) (reporttoken.Pod, error) {
+func (ts tokens) Review(_ context.Context, token string) (Sender, error) {
 	if p, ok := ts[token]; ok {
 		return p, nil
 	}
-	return reporttoken.Pod{}, fmt.Errorf("%w: unknown", reporttoken.ErrInvalid)
+	return Sender{}, fmt.Errorf("%w: unknown", ErrTokenInvalid)
 }
 
 func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
@@ -112,10 +110,11 @@ func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
 	).Build()
 	reviewer := tokens{
 		"runner-0":     {Namespace: namespace, ServiceAccount: "runner", Name: "runner-0", UID: "uid-0"},
-		"other-app":    {Namespace: namespace, ServiceAccount: "default", Name: "other-app", UID: "uid-1"},
+		"other-app":    {Namespace: namespace, ServiceAccount: "runner", Name: "other-app", UID: "uid-1"},
 		"runner-9":     {Namespace: "elsewhere", ServiceAccount: "runner", Name: "runner-9", UID: "uid-9"},
 		"laptop":       {Namespace: namespace, ServiceAccount: "runner", Name: "laptop", UID: "uid-l"},
 		"runner-0-old": {Namespace: namespace, ServiceAccount: "runner", Name: "runner-0", UID: "uid-before"},
+		"runner-0-sa":  {Namespace: namespace, ServiceAccount: "default", Name: "runner-0", UID: "uid-0"},
 	}
 	for _, tc := range []struct {
 		name, token, runner, uid string
@@ -131,17 +130,15 @@ func TestConfigMapsTakeReportsFromRunnerPodsOnly(t *testing.T) {
 		{name: "another pod's token, naming the runner", token: "other-app", runner: "runner-0", uid: "uid-0", refused: store.ErrUnknownRunner},
 		{name: "a token of the pod's name before it was replaced", token: "runner-0-old", runner: "runner-0", refused: store.ErrUnknownRunner},
 		{name: "a pod of another namespace, naming the runner", token: "runner-9", runner: "runner-0", refused: store.ErrUnknownRunner},
+		{name: "the pod under another service account", token: "runner-0-sa", runner: "runner-0", refused: store.ErrUnknownRunner},
 		{name: "no token", runner: "runner-0", uid: "uid-0", refused: store.ErrUnauthenticated},
 		{name: "a token the apiserver does not know", token: "forged", runner: "runner-0", uid: "uid-0", refused: store.ErrUnauthenticated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if tc.token != "" {
-				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", "Bearer "+tc.token))
-			}
 			writer := fake.NewClientBuilder().Build()
-			c := NewConfigMaps(slog.New(slog.DiscardHandler), writer, reader, reviewer, namespace)
-			err := c.Record(ctx, &configpb.RunnerReport{Runner: tc.runner, RunnerUid: tc.uid, Epoch: "e", Version: 1})
+			c := NewConfigMaps(slog.New(slog.DiscardHandler), writer, reader, Options{Namespace: namespace, Tokens: reviewer, ServiceAccount: "runner"})
+			err := c.Record(ctx, tc.token, &configpb.RunnerReport{Runner: tc.runner, RunnerUid: tc.uid, Epoch: "e", Version: 1})
 			var cms corev1.ConfigMapList
 			require.NoError(t, writer.List(ctx, &cms))
 			if tc.refused != nil {
@@ -170,21 +167,21 @@ func TestConfigMapsLookupFailureIsNotUnknownRunner(t *testing.T) {
 			return errors.New("apiserver unreachable")
 		},
 	}).Build()
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer runner-0"))
-	reviewer := tokens{"runner-0": {Namespace: "fn", Name: "runner-0", UID: "uid-0"}}
-	c := NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, reviewer, "fn")
-	err := c.Record(ctx, &configpb.RunnerReport{Runner: "runner-0"})
+	ctx := context.Background()
+	reviewer := tokens{"runner-0": {Namespace: "fn", ServiceAccount: "runner", Name: "runner-0", UID: "uid-0"}}
+	c := NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, Options{Namespace: "fn", Tokens: reviewer, ServiceAccount: "runner"})
+	err := c.Record(ctx, "runner-0", &configpb.RunnerReport{Runner: "runner-0"})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, store.ErrUnknownRunner)
 	assert.NotErrorIs(t, err, store.ErrUnauthenticated)
 
-	unreachable := reporttoken.Reviewer{Audience: "a", Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+	unreachable := TokenReview{Audience: "a", Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
 			return errors.New("apiserver unreachable")
 		},
 	}).Build()}
-	c = NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, unreachable, "fn")
-	err = c.Record(ctx, &configpb.RunnerReport{Runner: "runner-0"})
+	c = NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), reader, Options{Namespace: "fn", Tokens: unreachable, ServiceAccount: "runner"})
+	err = c.Record(ctx, "runner-0", &configpb.RunnerReport{Runner: "runner-0"})
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, store.ErrUnknownRunner)
 	assert.NotErrorIs(t, err, store.ErrUnauthenticated)
@@ -193,9 +190,9 @@ func TestConfigMapsLookupFailureIsNotUnknownRunner(t *testing.T) {
 func TestMemoryKeepsTheLastReportOfEachRunner(t *testing.T) {
 	m := NewMemory(slog.New(slog.DiscardHandler))
 	ctx := context.Background()
-	require.NoError(t, m.Record(ctx, &configpb.RunnerReport{Runner: "b", Unrunnable: []*configpb.UnrunnableBinary{{Namespace: "ns", Name: "fn", Path: "fn", Reason: "no such file"}}}))
-	require.NoError(t, m.Record(ctx, &configpb.RunnerReport{Runner: "a"}))
-	require.NoError(t, m.Record(ctx, &configpb.RunnerReport{Runner: "b", Version: 2}))
+	require.NoError(t, m.Record(ctx, "", &configpb.RunnerReport{Runner: "b", Unrunnable: []*configpb.UnrunnableBinary{{Namespace: "ns", Name: "fn", Path: "fn", Reason: "no such file"}}}))
+	require.NoError(t, m.Record(ctx, "", &configpb.RunnerReport{Runner: "a"}))
+	require.NoError(t, m.Record(ctx, "", &configpb.RunnerReport{Runner: "b", Version: 2}))
 	got := m.Reports()
 	require.Len(t, got, 2)
 	assert.Equal(t, "a", got[0].Runner)
@@ -209,7 +206,7 @@ func TestMemoryForgetsTheOldestRunnerBeyondItsBound(t *testing.T) {
 	m.max = 3
 	ctx := context.Background()
 	for _, runner := range []string{"a", "b", "c", "a", "d", "e"} {
-		require.NoError(t, m.Record(ctx, &configpb.RunnerReport{Runner: runner}))
+		require.NoError(t, m.Record(ctx, "", &configpb.RunnerReport{Runner: runner}))
 	}
 	var runners []string
 	for _, r := range m.Reports() {
@@ -218,4 +215,45 @@ func TestMemoryForgetsTheOldestRunnerBeyondItsBound(t *testing.T) {
 	// b went for d, then c (a reported again after them) for e.
 	assert.Equal(t, []string{"a", "d", "e"}, runners)
 	assert.Equal(t, MaxMemoryRunners, NewMemory(slog.New(slog.DiscardHandler)).max)
+}
+
+// blocking is a TokenReviewer whose reviews wait for release, counting
+// the reviews asked for.
+type blocking struct {
+	release chan struct{}
+	asked   chan struct{}
+}
+
+func (b blocking) Review(context.Context, string) (Sender, error) {
+	b.asked <- struct{}{}
+	<-b.release
+	return Sender{}, fmt.Errorf("%w: released", ErrTokenInvalid)
+}
+
+// Checking a token asks the apiserver, for whoever reaches the port: at
+// most MaxReviews at once, and none for a runner that is no pod name.
+func TestConfigMapsBoundTheReviews(t *testing.T) {
+	b := blocking{release: make(chan struct{}), asked: make(chan struct{}, 100)}
+	c := NewConfigMaps(slog.New(slog.DiscardHandler), fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build(), Options{Namespace: "fn", Tokens: b, ServiceAccount: "runner"})
+	ctx := context.Background()
+
+	err := c.Record(ctx, "t", &configpb.RunnerReport{Runner: "../not/a/pod"})
+	require.ErrorIs(t, err, store.ErrUnknownRunner)
+	assert.Empty(t, b.asked, "a review for a runner that is no pod name")
+
+	done := make(chan error, MaxReviews)
+	for range MaxReviews {
+		go func() { done <- c.Record(ctx, "t", &configpb.RunnerReport{Runner: "runner-0"}) }()
+	}
+	for range MaxReviews {
+		<-b.asked
+	}
+	err = c.Record(ctx, "t", &configpb.RunnerReport{Runner: "runner-0"})
+	require.ErrorIs(t, err, store.ErrBusy, "one review more than MaxReviews")
+	close(b.release)
+	for range MaxReviews {
+		require.ErrorIs(t, <-done, store.ErrUnauthenticated)
+	}
+	err = c.Record(ctx, "t", &configpb.RunnerReport{Runner: "runner-0"})
+	require.ErrorIs(t, err, store.ErrUnauthenticated, "reviewed again once there is room")
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fnrunner/fnrunner/libs/reporttoken"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 )
 
@@ -23,14 +24,19 @@ var ErrUnknownRunner = errors.New("unknown runner")
 // with Unauthenticated.
 var ErrUnauthenticated = errors.New("report sender not authenticated")
 
+// ErrBusy is why a Recorder refuses a report it has no room to check now.
+// Report answers it with ResourceExhausted.
+var ErrBusy = errors.New("too many reports being checked")
+
 // Recorder keeps the binary-runners' reports (reports.ConfigMaps in a
 // cluster, reports.Memory with --config-dir).
 type Recorder interface {
-	// Record keeps r as its runner's report, replacing the last one. An
-	// error wrapping ErrUnauthenticated or ErrUnknownRunner refuses the
-	// report for good; any other may pass on a retry. ctx is the call's:
-	// its metadata carries the sender's proof.
-	Record(ctx context.Context, r *configpb.RunnerReport) error
+	// Record keeps r as its runner's report, replacing the last one.
+	// token is the service account token the report came with ("" for
+	// none). An error wrapping ErrUnauthenticated or ErrUnknownRunner
+	// refuses this report (a runner tries again with its next report);
+	// ErrBusy, or any other, may pass on a retry.
+	Record(ctx context.Context, token string, r *configpb.RunnerReport) error
 }
 
 // Server serves the store over the ExecutorConfig gRPC service.
@@ -72,15 +78,30 @@ func (s *Server) Report(ctx context.Context, req *configpb.RunnerReport) (*confi
 	if req.GetRunner() == "" {
 		return nil, status.Error(codes.InvalidArgument, "a runner report must name its runner")
 	}
-	if err := s.Reports.Record(ctx, req); err != nil {
-		s.Log.Warn("keeping a runner report", "runner", req.GetRunner(), "error", err)
+	token, err := reporttoken.FromIncoming(ctx)
+	switch {
+	case errors.Is(err, reporttoken.ErrTooLarge):
+		return nil, status.Errorf(codes.InvalidArgument, "report refused: %v", err)
+	case err != nil:
+		token = "" // a Recorder that needs one says so
+	}
+	if err := s.Reports.Record(ctx, token, req); err != nil {
+		// What the caller is told stays short of the apiserver's words
+		// (a caller may be anyone who reaches the port); the log has
+		// them. Refusals are routine for a misconfigured runner and
+		// cheap to send: logged at debug.
 		switch {
 		case errors.Is(err, ErrUnauthenticated):
-			return nil, status.Errorf(codes.Unauthenticated, "report refused: %v", err)
+			s.Log.Debug("runner report refused", "runner", req.GetRunner(), "error", err)
+			return nil, status.Error(codes.Unauthenticated, "report refused: no service account token valid for this config-reconciler's audience, bound to a pod (binary-runner --report-token-file)")
 		case errors.Is(err, ErrUnknownRunner):
+			s.Log.Debug("runner report refused", "runner", req.GetRunner(), "error", err)
 			return nil, status.Errorf(codes.PermissionDenied, "report refused: %v", err)
+		case errors.Is(err, ErrBusy):
+			return nil, status.Errorf(codes.ResourceExhausted, "report not checked: %v; try again", err)
 		}
-		return nil, status.Errorf(codes.Unavailable, "keeping the report: %v", err)
+		s.Log.Warn("keeping a runner report", "runner", req.GetRunner(), "error", err)
+		return nil, status.Error(codes.Unavailable, "keeping the report failed (the config-reconciler logs why); try again")
 	}
 	return &configpb.ReportAck{}, nil
 }

@@ -5,8 +5,10 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -438,4 +440,44 @@ func TestMTLSOverlay(t *testing.T) {
 		}
 	}
 	apply(t, env.Client, plain)
+}
+
+// Every fnrunner container has a memory limit, and where the service
+// bounds its calls' memory (--max-in-flight-bytes) the limit covers that
+// bound and 256 MiB more, so admission refuses work before the kernel
+// kills the container: in every overlay.
+func TestMemoryLimitsCoverAdmission(t *testing.T) {
+	const headroom = 256 << 20
+	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "monitoring", "from-porch"} {
+		for _, o := range render(t, overlay) {
+			if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+				continue
+			}
+			var spec corev1.PodTemplateSpec
+			raw, found, err := unstructured.NestedMap(o.Object, "spec", "template")
+			require.NoError(t, err)
+			require.True(t, found)
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec))
+			for _, c := range spec.Spec.Containers {
+				what := fmt.Sprintf("%s: %s %s container %s", overlay, o.GetKind(), o.GetName(), c.Name)
+				limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+				if !assert.True(t, ok, "%s has no memory limit", what) {
+					continue
+				}
+				if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok {
+					assert.LessOrEqual(t, req.Value(), limit.Value(), "%s requests more memory than its limit", what)
+				}
+				for _, arg := range c.Args {
+					v, ok := strings.CutPrefix(arg, "--max-in-flight-bytes=")
+					if !ok {
+						continue
+					}
+					budget, err := strconv.ParseInt(v, 10, 64)
+					require.NoError(t, err, what)
+					assert.GreaterOrEqual(t, limit.Value(), budget+headroom,
+						"%s: memory limit %s under --max-in-flight-bytes %d + 256 MiB", what, limit.String(), budget)
+				}
+			}
+		}
+	}
 }

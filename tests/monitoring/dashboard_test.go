@@ -120,8 +120,23 @@ func TestDashboardReadsEveryMetric(t *testing.T) {
 // variable is regex-escaped, as it goes into =~.
 func substitute(t testing.TB, expr string) string {
 	t.Helper()
+	return substituteFunctions(t, expr, []string{testFunction})
+}
+
+// substituteFunctions is substitute with $function's values functions:
+// several go into =~ as Grafana puts them, (a|b), each regex-escaped.
+func substituteFunctions(t testing.TB, expr string, functions []string) string {
+	t.Helper()
 	quote := func(v string) string { return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`) }
-	return expand(t, expr, variables{rateInterval: "1m", interval: "15s", function: quote(testFunction), executor: quote(testExecutor)})
+	var quoted []string
+	for _, f := range functions {
+		quoted = append(quoted, quote(f))
+	}
+	function := quoted[0]
+	if len(quoted) > 1 {
+		function = "(" + strings.Join(quoted, "|") + ")"
+	}
+	return expand(t, expr, variables{rateInterval: "1m", interval: "15s", function: function, executor: quote(testExecutor)})
 }
 
 // variables are the values Grafana gives the dashboard's variables: the
@@ -253,12 +268,13 @@ func get(url string) string {
 }
 
 // The dashboard and the alerts on the real services' metrics: a real
-// Prometheus scrapes the gateway, the binary-runner and the
-// config-reconciler on loopback (and the pod-manager's metric sources, see
-// podManagerMetrics) while they serve calls with varied outcomes; then
-// every panel's expression (the test's values for the variables) and every
-// alert's expression without its threshold must name only metrics that
-// exist, evaluate without error, and return at least one number.
+// Prometheus scrapes the gateway, the binary-runner, the config-reconciler
+// and the pod-manager on loopback (the pod-manager against a real
+// apiserver, its pods run by the test kubelet, see startPodSide) while
+// they serve calls with varied outcomes; then every panel's expression
+// (the test's values for the variables) and every alert's expression
+// without its threshold must name only metrics that exist, evaluate
+// without error, and return at least one number.
 func TestDashboardAndAlertsOnRealMetrics(t *testing.T) {
 	dir := monitoringDir(t)
 	prometheusBinary(t, "prometheus") // fail before starting anything
@@ -266,19 +282,19 @@ func TestDashboardAndAlertsOnRealMetrics(t *testing.T) {
 	d, _ := readDashboard(t, dir)
 
 	targets := map[string]string{}
-	for _, job := range []string{"gateway", "binary-runner", "config-reconciler"} {
+	for _, job := range []string{"gateway", "binary-runner", "config-reconciler", "pod-manager"} {
 		address, err := localstack.FreeAddress()
 		require.NoError(t, err)
 		targets[job] = address
 	}
+	pods := startPodSide(t)
 	s := stack.Start(t, stack.Options{
-		Configs:              map[string]string{"monitoring.yaml": monitoringConfigs},
+		Configs:              map[string]string{"monitoring.yaml": monitoringConfigs, "pods.yaml": pods.configs},
 		GatewayArgs:          []string{"--metrics-address=" + targets["gateway"]},
 		BinaryRunnerArgs:     []string{"--metrics-address=" + targets["binary-runner"]},
 		ConfigReconcilerArgs: []string{"--metrics-address=" + targets["config-reconciler"]},
+		PodManagerArgs:       append(pods.args, "--metrics-address="+targets["pod-manager"]),
 	})
-	pm := startPodManager(t, s.ConfigAddress, testFunction)
-	targets["pod-manager"] = pm.address
 	prom := startPrometheus(t, targets, writeRulesFile(t, spec, t.TempDir()))
 
 	// Rounds of load, each scraped before the next: counters exist from
@@ -287,7 +303,10 @@ func TestDashboardAndAlertsOnRealMetrics(t *testing.T) {
 	sent := map[string]int{}
 	total := 0
 	for range loadRounds {
-		pm.drive(t)
+		for code, n := range pods.drive(t, s) {
+			sent[code] += n
+			total += n
+		}
 		for code, n := range sendLoad(t, s, []call{
 			{what: "the go executor", image: "set-namespace:v0.4.5", input: stack.Input, want: codes.OK, n: 100},
 			{what: "the binary executor", image: "example.com/monitoring/sn-binary:v1", input: stack.Input, want: codes.OK, n: 15},
@@ -336,7 +355,10 @@ func TestDashboardAndAlertsOnRealMetrics(t *testing.T) {
 	var checks []check
 	for _, p := range d.allPanels() {
 		for _, tg := range p.Targets {
-			checks = append(checks, check{fmt.Sprintf("panel %d %q %s", p.ID, p.Title, tg.RefID), substitute(t, tg.Expr)})
+			// The variable $function with several values, as Grafana
+			// gives a multi-value one: the go executor's function, and
+			// the pod executor's.
+			checks = append(checks, check{fmt.Sprintf("panel %d %q %s", p.ID, p.Title, tg.RefID), substituteFunctions(t, tg.Expr, append([]string{testFunction}, pods.functions...))})
 		}
 	}
 	for _, a := range rules.alerts() {

@@ -65,6 +65,10 @@ type Options struct {
 	BinaryRunner string
 	// InternalArgs are added to every service's flags (e.g. --tls-*).
 	InternalArgs []string
+	// PodManagerArgs, when not nil, run a pod-manager with these flags
+	// (the caller's: --kubeconfig, --owner, ...) as the gateway's pod
+	// executor; Start waits for it to be healthy.
+	PodManagerArgs []string
 }
 
 // Stack is a running set of services.
@@ -146,6 +150,9 @@ func Start(t testing.TB, opts Options) *Stack {
 	if opts.BinaryRunner != "" {
 		bins.BinaryRunner = opts.BinaryRunner
 	}
+	if opts.PodManagerArgs != nil {
+		bins.PodManager = harness.Binary(t, "FNRUNNER_POD_MANAGER")
+	}
 	ls := Run(t, localstack.Config{
 		Binaries:             bins,
 		ConfigDir:            configDir,
@@ -154,6 +161,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		BinaryRunnerArgs:     opts.BinaryRunnerArgs,
 		ConfigReconcilerArgs: opts.ConfigReconcilerArgs,
 		InternalArgs:         opts.InternalArgs,
+		PodManagerArgs:       opts.PodManagerArgs,
 	})
 	s := &Stack{Stack: ls, ConfigDir: configDir, FunctionsDir: functionsDir}
 	var err error
@@ -167,6 +175,11 @@ func Start(t testing.TB, opts Options) *Stack {
 	defer cancel()
 	if err := ls.WaitServing(ctx); err != nil {
 		t.Fatalf("%v\n%s", err, ls.Logs())
+	}
+	if opts.PodManagerArgs != nil {
+		if err := ls.WaitHealthy(ctx, "pod-manager"); err != nil {
+			t.Fatalf("%v\n%s", err, ls.Logs())
+		}
 	}
 	return s
 }

@@ -69,7 +69,7 @@ func startPodSide(t *testing.T) *podSide {
 	regSrv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(regSrv.Close)
 	p := &podSide{registry: strings.TrimPrefix(regSrv.URL, "http://")}
-	for _, image := range []string{"pod-fn:v1", "pod-failing:v1"} {
+	for _, image := range []string{"pod-fn:v1", "pod-steady:v1", "pod-failing:v1"} {
 		p.push(t, image)
 	}
 	p.configs = fmt.Sprintf(`apiVersion: config.porch.kpt.dev/v1alpha1
@@ -88,6 +88,19 @@ spec:
 apiVersion: config.porch.kpt.dev/v1alpha1
 kind: FunctionConfig
 metadata:
+  name: monitoring-pod-steady
+spec:
+  image: pod-steady
+  prefixes: [%[1]s/monitoring]
+  podExecutor:
+    # Its pod stays, so that the pods' gauges have it when queried (a
+    # function without pods is forgotten).
+    tags: [v1]
+    timeToLive: 1h
+---
+apiVersion: config.porch.kpt.dev/v1alpha1
+kind: FunctionConfig
+metadata:
   name: monitoring-pod-failing
 spec:
   image: pod-failing
@@ -95,7 +108,7 @@ spec:
   podExecutor:
     tags: [v1]
 `, p.registry)
-	p.functions = []string{p.registry + "/monitoring/pod-fn:v1", p.registry + "/monitoring/pod-failing:v1"}
+	p.functions = []string{p.registry + "/monitoring/pod-fn:v1", p.registry + "/monitoring/pod-steady:v1", p.registry + "/monitoring/pod-failing:v1"}
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: podNamespace, WrapperServer: harness.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
 		SandboxHelper: harness.Binary(t, "FNRUNNER_FNSANDBOX"),
@@ -105,7 +118,10 @@ spec:
 
 	p.args = []string{"--kubeconfig=" + kubeconfig, "--pod-namespace=" + podNamespace, "--owner=replica-0", "--pod-address=pod-ip",
 		"--wrapper-server-image=example.com/fnrunner/wrapper-server:test", "--scan-interval=100ms", "--warm-up-pod-cache=false",
-		"--allowed-registries=" + p.registry}
+		"--allowed-registries=" + p.registry,
+		// Unclaimed images are the gateway's NotFound, as the rest of the
+		// test expects, not a lookup of example.com.
+		"--run-unclaimed-images=false"}
 	return p
 }
 
@@ -124,7 +140,8 @@ func (p *podSide) push(t *testing.T, image string) {
 
 // drive is one round of pod calls through the gateway, and returns how
 // many it sent by code: a call of pod-fn starts a pod (a cold start: the
-// last round's went after its second of TTL) and the next finds it warm; a
+// last round's went after its second of TTL) and the next finds it warm;
+// pod-steady's pod, started in the first round, serves every round; a
 // call of pod-failing gets a pod that fails; the image metadata of a tag
 // the registry has not is looked up twice (an error, then a cached one).
 func (p *podSide) drive(t *testing.T, s *stack.Stack) map[string]int {
@@ -144,6 +161,7 @@ func (p *podSide) drive(t *testing.T, s *stack.Stack) map[string]int {
 	}
 	call("pod-fn:v1", true)
 	call("pod-fn:v1", true)
+	call("pod-steady:v1", true)
 	call("pod-failing:v1", false)
 	call("pod-fn:absent", false)
 	call("pod-fn:absent", false)

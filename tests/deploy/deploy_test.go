@@ -445,10 +445,11 @@ func TestMTLSOverlay(t *testing.T) {
 // Every fnrunner container has a memory limit, and where the service
 // bounds its calls' memory (--max-in-flight-bytes) the limit covers that
 // bound and 256 MiB more, so admission refuses work before the kernel
-// kills the container: in every overlay.
+// kills the container: in every overlay that runs the services (monitoring
+// adds only its own objects).
 func TestMemoryLimitsCoverAdmission(t *testing.T) {
 	const headroom = 256 << 20
-	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "monitoring", "from-porch"} {
+	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch"} {
 		for _, o := range render(t, overlay) {
 			if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
 				continue

@@ -16,18 +16,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/node"
@@ -72,6 +76,17 @@ func TestDeployLocalOverlay(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		require.NoError(t, u.UnmarshalJSON(data))
 		objs = append(objs, u)
+	}
+	// Function images are looked up at the node's registry, a private
+	// address, which the pod-manager reaches only when told to.
+	for _, o := range objs {
+		if o.GetKind() == "StatefulSet" && o.GetName() == "fnrunner-pod-manager" {
+			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			require.NoError(t, err)
+			c := containers[0].(map[string]any)
+			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry)
+			require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
+		}
 	}
 	apply(t, n.Kube.Client, objs)
 
@@ -150,6 +165,59 @@ func TestDeployLocalOverlay(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err, "the gateway's SRV lookup\n%s", grep(page, "fnrunner_gateway_pod_manager"))
+
+	// The pod executor on the node: set-namespace in images of its own
+	// (one with an entrypoint, one with only a command), claimed by
+	// FunctionConfigs for pods. The first call starts a pod (scheduled,
+	// its init container copying the wrapper-server from its image, the
+	// function's image pulled, started, probed by the kubelet); the second
+	// finds it warm.
+	setNamespace := harness.Binary(t, "FNRUNNER_SET_NAMESPACE")
+	for _, fn := range []struct {
+		name            string
+		entrypoint, cmd []string
+	}{
+		{"sn-entrypoint", []string{"/set-namespace"}, nil},
+		{"sn-cmd", nil, []string{"/set-namespace"}},
+	} {
+		require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/"+fn.name+":node", setNamespace, "/set-namespace", fn.entrypoint, fn.cmd))
+		fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fn.name}, Spec: v1alpha1.FunctionConfigSpec{
+			Image: fn.name, Prefixes: []string{n.Registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
+		require.NoError(t, err)
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+		require.NoError(t, n.Kube.Client.Create(ctx, u))
+		image := n.Registry + "/fns/" + fn.name + ":node"
+		for _, round := range []string{"cold", "warm"} {
+			var resp *pb.EvaluateFunctionResponse
+			var err error
+			start := time.Now()
+			// NotFound until the FunctionConfig reaches the gateway's
+			// table; any other error is the answer.
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				resp, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(rl)})
+				cancel()
+				if status.Code(err) != codes.NotFound || time.Now().After(deadline) {
+					break
+				}
+				start = time.Now()
+			}
+			require.NoError(t, err, "%s call of %s\n%s", round, image, podReport(ctx, n.Kube.Client))
+			assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+			t.Logf("%s: %s call in %v", fn.name, round, time.Since(start).Round(time.Millisecond))
+		}
+		var pods corev1.PodList
+		require.NoError(t, n.Kube.Client.List(ctx, &pods, client.InNamespace(namespace)))
+		var started []string
+		for _, p := range pods.Items {
+			if p.Labels["app.kubernetes.io/managed-by"] == "fnrunner-pod-manager" && strings.Contains(p.Annotations["fn.kpt.dev/image"], "/"+fn.name+"@") {
+				started = append(started, p.Name)
+			}
+		}
+		assert.Len(t, started, 1, "%s: function pods, want the one the warm call found", fn.name)
+	}
 
 	// Each binary-runner pod's report reached the config-reconciler with
 	// the token the kubelet projected for it (checked by TokenReview) and

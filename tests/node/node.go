@@ -177,7 +177,7 @@ func Start(t *testing.T) *Node {
 		t.Fatalf("registry: %v", err)
 	}
 	pauseImage := n.Registry + "/fnrunner/pause:1"
-	if err := pushBinaryImage(pauseImage, bins["NODE_PAUSE"], "/pause", []string{"/pause"}, nil); err != nil {
+	if err := PushBinaryImage(pauseImage, bins["NODE_PAUSE"], "/pause", []string{"/pause"}, nil); err != nil {
 		t.Fatalf("pause image: %v", err)
 	}
 	if err := n.startHolder(); err != nil {
@@ -385,9 +385,9 @@ func (n *Node) registry(t *testing.T) (string, error) {
 	return l.Addr().String(), nil
 }
 
-// pushBinaryImage pushes an image of one file, bin at path, with the
-// entrypoint and cmd given.
-func pushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
+// PushBinaryImage pushes an image of one file, bin at path, with the
+// entrypoint and cmd given, to ref (in the node's registry, plain HTTP).
+func PushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return err

@@ -33,6 +33,10 @@ const (
 	// function pods (the services have 9090 to 9093).
 	WrapperMetricsPort = 9094
 	toolsVolume        = "wrapper-server-tools"
+	// tmpVolume is the function container's /tmp: the wrapper-server makes
+	// each call's private directory there, and a function image may have
+	// no /tmp at all (one built from scratch).
+	tmpVolume = "tmp"
 )
 
 // DefaultPodTemplate is the built-in pod template. The init container runs
@@ -78,7 +82,7 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				Command:      []string{ToolsDir + "/wrapper-server"},
 				Args:         []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
 				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
-				VolumeMounts: mount,
+				VolumeMounts: append(mount, corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"}),
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					GRPC: &corev1.GRPCAction{Port: WrapperPort},
 				}},
@@ -88,7 +92,10 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},
 				},
 			}},
-			Volumes: []corev1.Volume{{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes: []corev1.Volume{
+				{Name: toolsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("512Mi"))}}},
+			},
 		}},
 	}
 }

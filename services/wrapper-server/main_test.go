@@ -182,3 +182,36 @@ func TestFunctionImageMustBeAnImage(t *testing.T) {
 	err := run(context.Background(), []string{"--port=0", "--function-image=Not An Image", "--", "/bin/cat"}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "--function-image")
 }
+
+// In a container without a temp dir (an image built from scratch, under a
+// template that mounts no /tmp, as porch's), calls get their private
+// directories beside the wrapper-server's executable.
+func TestNoTempDirInTheContainer(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "not-there"))
+	dir, err := callsDir("")
+	require.NoError(t, err)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(filepath.Dir(self), "tmp"), dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, []string{"--port=0", "--sandbox=none", "--", "/bin/sh", "-c", `cat >/dev/null; printf 'apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n# tmp=%s\n' "$TMPDIR"`}, &bytes.Buffer{}, ready)
+	}()
+	addr := <-ready
+	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "fn", ResourceList: []byte(rl)})
+	require.NoError(t, err)
+	assert.Contains(t, string(resp.GetResourceList()), "# tmp="+dir+"/fn-")
+	cancel()
+	require.NoError(t, <-done)
+
+	given, err := callsDir("/somewhere")
+	require.NoError(t, err)
+	assert.Equal(t, "/somewhere", given, "--temp-dir")
+}

@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
 	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
 	fs.StringVar(&o.functionImage, "function-image", "", "The image this pod was started for (the pod-manager sets it): the function label of its calls' metrics; calls of other images are counted as other.")
-	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each call gets its private working directory (HOME, TMPDIR). Default: the system temp dir ($TMPDIR, else /tmp), or, in a container that has none (an image built from scratch, under a template that mounts no /tmp, as porch's), a tmp directory beside this executable: the volume the init container copied it to.")
+	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each call gets its private working directory (HOME, TMPDIR). Default: the system temp dir ($TMPDIR, else /tmp), or, in a container where it is missing or not writable (an image built from scratch, under a template that mounts no /tmp), a tmp directory beside this executable: the volume the init container copied it to.")
 	fs.StringVar(&o.copyTo, "copy-to", "", "Copy this executable, and fnsandbox beside it, into the directory and exit (the pod's init container does this; no shell needed).")
 	// The function's image is its whole file system: it may read all of
 	// it (the pod's template decides what is mounted) and, as in porch's
@@ -145,12 +145,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	tempDir, err := callsDir(o.tempDir)
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("this executable: %w", err)
+	}
+	tempDir, err := callsDir(o.tempDir, filepath.Dir(self))
 	if err != nil {
 		return err
 	}
-	if tempDir != os.TempDir() {
-		log.Info("calls' private directories are made below a directory of the wrapper-server's, the container having no temp dir", "temp_dir", tempDir)
+	if o.tempDir == "" && tempDir != os.TempDir() {
+		log.Info("calls' private directories are made beside the wrapper-server: the container has no usable temp dir", "temp_dir", tempDir, "system_temp_dir", os.TempDir())
 	}
 	o.sandbox.TempDir = tempDir
 	sb, err := o.sandbox.Open(ctx, log)
@@ -215,24 +219,22 @@ func containerEnv() []string {
 }
 
 // callsDir is where calls' private directories go: flag when set, else the
-// system temp dir when it is there, else (a container with no /tmp) tmp
-// beside this executable, made if need be: in a function pod, the volume
-// the init container copied the wrapper-server to, writable by it. Every
-// call's uid must reach it (the sandbox's uid layer): 0711.
-func callsDir(flag string) (string, error) {
+// system temp dir when a directory can be made in it, else (a container
+// with no /tmp, or one it may not write) tmp in exeDir, the wrapper-server's
+// own directory, made if need be: in a function pod, the volume the init
+// container copied the wrapper-server to, writable by it. Every call's uid
+// must reach it (the sandbox's uid layer): 0711.
+func callsDir(flag, exeDir string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if fi, err := os.Stat(os.TempDir()); err == nil && fi.IsDir() {
+	if probe, err := os.MkdirTemp(os.TempDir(), "probe-"); err == nil {
+		_ = os.Remove(probe)
 		return os.TempDir(), nil
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("no temp dir %s, and this executable's directory is unknown: %w", os.TempDir(), err)
-	}
-	dir := filepath.Join(filepath.Dir(self), "tmp")
+	dir := filepath.Join(exeDir, "tmp")
 	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return "", fmt.Errorf("no temp dir %s, and none beside this executable: %w", os.TempDir(), err)
+		return "", fmt.Errorf("no usable temp dir %s, and none beside this executable: %w", os.TempDir(), err)
 	}
 	return dir, nil
 }

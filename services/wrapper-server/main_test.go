@@ -183,23 +183,34 @@ func TestFunctionImageMustBeAnImage(t *testing.T) {
 	assert.ErrorContains(t, err, "--function-image")
 }
 
-// In a container without a temp dir (an image built from scratch, under a
-// template that mounts no /tmp, as porch's), calls get their private
-// directories beside the wrapper-server's executable.
+// In a container without a usable temp dir (an image built from scratch,
+// under a template that mounts no /tmp, e.g. one an older pod-manager made),
+// calls get their private directories beside the wrapper-server's
+// executable.
 func TestNoTempDirInTheContainer(t *testing.T) {
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "not-there"))
-	dir, err := callsDir("")
+	exeDir := t.TempDir() // where the init container put the wrapper-server
+	dir, err := callsDir("", exeDir)
 	require.NoError(t, err)
-	self, err := os.Executable()
-	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(filepath.Dir(self), "tmp"), dir)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	assert.Equal(t, filepath.Join(exeDir, "tmp"), dir)
+
+	// A temp dir that is there but may not be written: the same.
+	readOnly := t.TempDir()
+	require.NoError(t, os.Chmod(readOnly, 0o555))
+	t.Cleanup(func() { _ = os.Chmod(readOnly, 0o755) })
+	if os.Getuid() != 0 { // root writes anyway
+		t.Setenv("TMPDIR", readOnly)
+		got, err := callsDir("", exeDir)
+		require.NoError(t, err)
+		assert.Equal(t, dir, got, "a temp dir that may not be written")
+		t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "not-there"))
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- serve(ctx, []string{"--port=0", "--sandbox=none", "--", "/bin/sh", "-c", `cat >/dev/null; printf 'apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n# tmp=%s\n' "$TMPDIR"`}, &bytes.Buffer{}, ready)
+		done <- serve(ctx, []string{"--port=0", "--sandbox=none", "--temp-dir=" + dir, "--", "/bin/sh", "-c", `cat >/dev/null; printf 'apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n# tmp=%s\n' "$TMPDIR"`}, &bytes.Buffer{}, ready)
 	}()
 	addr := <-ready
 	conn, err := grpc.NewClient(addr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -211,7 +222,7 @@ func TestNoTempDirInTheContainer(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 
-	given, err := callsDir("/somewhere")
+	given, err := callsDir("/somewhere", exeDir)
 	require.NoError(t, err)
 	assert.Equal(t, "/somewhere", given, "--temp-dir")
 }

@@ -121,9 +121,10 @@ func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.Pod
 		}
 		c.Image = spec.Image
 		c.Args = append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize))
-		if slices.Equal(c.Command, []string{templates.ToolsDir + "/wrapper-server"}) {
-			// Only fnrunner's wrapper-server has these flags (porch's
-			// templates start porch's).
+		if ownWrapper(tpl.Spec) {
+			// Only fnrunner's wrapper-server has these flags: porch's
+			// templates start porch's, by the same command, and it exits
+			// on a flag it does not know.
 			if b.MaxCallsPerPod > 0 {
 				c.Args = append(c.Args, "--max-queue", strconv.Itoa(b.MaxCallsPerPod))
 			}
@@ -136,6 +137,22 @@ func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.Pod
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: spec.PullSecret})
 	}
 	return pod
+}
+
+// ownWrapper says whether a pod of spec runs fnrunner's wrapper-server:
+// its init container is fnrunner's wrapper-server copying itself
+// (--copy-to), where porch's templates copy porch's with cp. The function
+// container's command tells nothing: both are
+// /wrapper-server-tools/wrapper-server.
+func ownWrapper(spec corev1.PodSpec) bool {
+	for _, c := range spec.InitContainers {
+		for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+			if strings.HasPrefix(arg, "--copy-to=") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (b *Backend) service(pod *corev1.Pod, spec *Spec) *corev1.Service {

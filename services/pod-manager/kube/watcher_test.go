@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -21,6 +22,7 @@ import (
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
+	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
 type events struct {
@@ -247,7 +249,8 @@ func TestFailureAndUnschedulableReachTheCache(t *testing.T) {
 
 // fnrunner's wrapper-server is told the image its pod is for (its metrics
 // name that image's calls by it); a template that runs something else is
-// not given the flag.
+// not given the flag, porch's own above all: it runs porch's wrapper-server
+// by the same command, which exits on a flag it does not know.
 func TestWrapperServerGetsTheFunctionImage(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx := context.Background()
@@ -256,19 +259,29 @@ func TestWrapperServerGetsTheFunctionImage(t *testing.T) {
 	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0", MaxRequestBodySize: 1 << 20, MaxCallsPerPod: 4}
 	ref, err := imagematch.Parse("set-namespace:v1", "")
 	require.NoError(t, err)
+	var porchTemplate corev1.PodTemplate
+	for _, o := range porchfiles.Objects(t, "22-function-templates.yaml") {
+		if o.GetKind() == "PodTemplate" {
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &porchTemplate))
+		}
+	}
+	require.NotEmpty(t, porchTemplate.Template.Spec.Containers, "porch's PodTemplate")
 	for _, tc := range []struct {
-		name    string
-		command []string
-		want    bool
+		name string
+		pod  *corev1.PodTemplate
+		want bool
 	}{
-		{name: "fnrunner's", command: []string{templates.ToolsDir + "/wrapper-server"}, want: true},
-		{name: "another command", command: []string{"/bin/another-wrapper"}, want: false},
+		{name: "fnrunner's", pod: templates.DefaultPodTemplate(ns, "example.com/wrapper:v1"), want: true},
+		{name: "porch's", pod: &porchTemplate, want: false},
+		{name: "another command", pod: func() *corev1.PodTemplate {
+			p := templates.DefaultPodTemplate(ns, "example.com/wrapper:v1")
+			p.Template.Spec.InitContainers = nil
+			p.Template.Spec.Containers[0].Command = []string{"/bin/another-wrapper"}
+			return p
+		}(), want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tpl := &templates.Templates{Pod: templates.DefaultPodTemplate(ns, "example.com/wrapper:v1"), Service: templates.DefaultServiceTemplate(ns)}
-			for i := range tpl.Pod.Template.Spec.Containers {
-				tpl.Pod.Template.Spec.Containers[i].Command = tc.command
-			}
+			tpl := &templates.Templates{Pod: tc.pod, Service: templates.DefaultServiceTemplate(ns)}
 			spec := &kube.Spec{Function: ref, Image: ref.Repository() + "@sha256:" + strings.Repeat("a", 64), Entrypoint: []string{"/fn"}, Templates: tpl}
 			name, err := b.Create(ctx, podcache.Function{Key: podcache.Key{Image: spec.Image}, Spec: spec})
 			require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -468,15 +469,20 @@ func TestMemoryLimitsCoverAdmission(t *testing.T) {
 				if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok {
 					assert.LessOrEqual(t, req.Value(), limit.Value(), "%s requests more memory than its limit", what)
 				}
+				budgets := 0
 				for _, arg := range c.Args {
 					v, ok := strings.CutPrefix(arg, "--max-in-flight-bytes=")
 					if !ok {
 						continue
 					}
+					budgets++
 					budget, err := strconv.ParseInt(v, 10, 64)
 					require.NoError(t, err, what)
 					assert.GreaterOrEqual(t, limit.Value(), budget+headroom,
 						"%s: memory limit %s under --max-in-flight-bytes %d + 256 MiB", what, limit.String(), budget)
+				}
+				if slices.Contains([]string{"gateway", "binary-runner", "pod-manager"}, c.Name) {
+					assert.Equal(t, 1, budgets, "%s: the services that admit calls by weight state their budget (--max-in-flight-bytes=N) beside the limit", what)
 				}
 			}
 		}

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -278,18 +279,19 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("making cgroups needs root")
 	}
+	// The helpers, and so their calls' cgroups, below a pids cgroup of
+	// this test's own: other tests' calls (a suite run at once) are not
+	// this test's to count or kill.
+	scope := testCgroup(t)
 	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, CPUMillis: 500, FirstUID: 3100000}
 	sb, err := f.Open(context.Background(), discard())
 	require.NoError(t, err)
-	before := callCgroups(t)
+	t.Cleanup(sb.Close)
 	// Should a call's processes outlive it (the assertion at the end),
 	// they go with the test: a fork bomb left behind would keep Bazel's
 	// process wrapper, its subreaper, waiting for good.
 	t.Cleanup(func() {
-		for _, dir := range callCgroups(t) {
-			if slices.Contains(before, dir) {
-				continue
-			}
+		for _, dir := range callCgroups(t, scope) {
 			for range 1000 {
 				data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 				if len(strings.Fields(string(data))) == 0 {
@@ -330,18 +332,47 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then cat /sys/fs/cgroup$g/cpu.max; 
 		require.NoError(t, err)
 		assert.Equal(t, "input", out(res))
 	})
-	assert.Equal(t, before, callCgroups(t), "a call's cgroup outlived it")
+	assert.Empty(t, callCgroups(t, scope), "a call's cgroup outlived it")
 }
 
-// callCgroups lists the call cgroups fnsandbox made below this process's
-// pids cgroup (v1) or its unified one (v2).
-func callCgroups(t *testing.T) []string {
+// testCgroup moves this process into a pids cgroup of its own, below its
+// own pids cgroup (v1) or unified one (v2), until the test ends, and
+// returns it: what it starts (sandbox helpers) stays there.
+func testCgroup(t *testing.T) string {
 	t.Helper()
-	matches, err := filepath.Glob("/sys/fs/cgroup/*/*/fnrunner-calls/call-*")
+	data, err := os.ReadFile("/proc/self/cgroup")
 	require.NoError(t, err)
-	more, err := filepath.Glob("/sys/fs/cgroup/*/fnrunner-calls/call-*")
+	base := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		switch {
+		case len(parts) != 3:
+		case slices.Contains(strings.Split(parts[1], ","), "pids"):
+			base = filepath.Join("/sys/fs/cgroup/pids", parts[2])
+		case parts[0] == "0" && parts[1] == "" && base == "":
+			base = filepath.Join("/sys/fs/cgroup", parts[2])
+		}
+	}
+	require.NotEmpty(t, base, "no pids cgroup: %s", data)
+	dir := filepath.Join(base, fmt.Sprintf("sandbox-test-%d", os.Getpid()))
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	self := []byte(strconv.Itoa(os.Getpid()))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), self, 0))
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(base, "cgroup.procs"), self, 0)
+		// Removed once its helpers are gone (sb.Close ran before).
+		_ = syscall.Rmdir(filepath.Join(dir, "fnrunner-calls"))
+		_ = syscall.Rmdir(dir)
+	})
+	return dir
+}
+
+// callCgroups lists the call cgroups fnsandbox made below scope.
+func callCgroups(t *testing.T, scope string) []string {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(scope, "fnrunner-calls", "call-*"))
 	require.NoError(t, err)
-	return append(matches, more...)
+	return matches
 }
 
 func TestCancelledCallLeavesNothing(t *testing.T) {

@@ -63,12 +63,12 @@ const (
 	benchInputSize = 16 << 10
 	// benchRunnerCapacity is the binary-runner's --max-in-flight-bytes,
 	// small so that its admission queue shows: a go call of the input
-	// weighs 40 × its bytes (about 660 KiB), a binary call 3 × (50 KiB),
-	// so 2 MiB runs a binary call beside two or three go calls at c=1 and
-	// c=4, and at c=16 the binary calls alone hold 800 KiB and the go calls
-	// queue. (At the default, 512 MiB, no call of this traffic waits and the
-	// panel is flat.)
-	benchRunnerCapacity = 2 << 20
+	// weighs 40 × its bytes (about 660 KiB), a binary call 33 × its bytes
+	// and 16 MiB for its process (about 16.5 MiB), so 20 MiB runs one
+	// binary call beside up to five go calls, and from c=4 on the binary
+	// calls queue for each other. (At the default, 512 MiB, no call of
+	// this traffic waits and the panel is flat.)
+	benchRunnerCapacity = 20 << 20
 	// benchFailEvery is the period of the failing calls, sent all along.
 	benchFailEvery = 500 * time.Millisecond
 	// benchLeadIn and benchTail are the idle seconds drawn before and

@@ -123,6 +123,15 @@ func TestBinaryCallWeighsItsProcess(t *testing.T) {
 	gate := filepath.Join(dir, "gate")
 	require.NoError(t, unix.Mkfifo(gate, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\ncat\nread x < "+gate+"\n"), 0o755))
+	// Should the test fail before it opens the gate, the function must
+	// not wait on it for good (Bazel would wait for it too): opened for
+	// reading and writing, a fifo does not block.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(gate, os.O_RDWR, 0); err == nil {
+			_, _ = f.WriteString("go\n")
+			_ = f.Close()
+		}
+	})
 	r := newRunner(nil, binaryEntry("fn", "fn"))
 	r.opts.FunctionsDir = dir
 	r.opts.Admission = admission.NewWeighted(1<<30, 10)

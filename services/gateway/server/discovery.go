@@ -57,7 +57,8 @@ type DiscoveredReplicas struct {
 	replicas Replicas
 	closers  map[string]func()
 
-	// found is how many replicas the last lookup that succeeded found;
+	// found is how many replicas calls are spread over (found by the last
+	// lookup that succeeded, and dialled);
 	// failures counts the lookups that failed (the last replicas stay).
 	found    prometheus.Gauge
 	failures prometheus.Counter
@@ -74,7 +75,7 @@ func NewDiscoveredReplicas(log *slog.Logger, lookup LookupFunc, dial DialFunc) *
 	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){},
 		found: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fnrunner_gateway_pod_manager_replicas",
-			Help: "Pod-manager replicas found by the last --pod-manager-srv lookup that succeeded (the ones calls are spread over).",
+			Help: "Pod-manager replicas the gateway spreads calls over: those the last --pod-manager-srv lookup that succeeded found, and that it could dial.",
 		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fnrunner_gateway_pod_manager_lookup_failures_total",

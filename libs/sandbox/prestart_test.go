@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,8 +45,15 @@ func newPrestartFixture(t *testing.T, mode, body string) *prestartFixture {
 // rollout would leave it).
 func (fx *prestartFixture) write(t *testing.T, body string) {
 	t.Helper()
-	tmp := fx.script + ".new"
-	require.NoError(t, os.WriteFile(tmp, []byte("#!/bin/bash\necho $$ >> "+fx.pids+"\n"+body), 0o755))
+	// The new file is written by another process (install): a process
+	// this one forks meanwhile (the sandbox starts helpers all along)
+	// would inherit a descriptor open for writing it, and exec of the
+	// script fails with ETXTBSY until that child has exec'd itself (Go
+	// issue 22315; it failed a full run once).
+	staging, tmp := fx.script+".txt", fx.script+".new"
+	require.NoError(t, os.WriteFile(staging, []byte("#!/bin/bash\necho $$ >> "+fx.pids+"\n"+body), 0o644))
+	out, err := exec.Command("install", "-m", "0755", staging, tmp).CombinedOutput()
+	require.NoError(t, err, "install: %s", out)
 	require.NoError(t, os.Rename(tmp, fx.script))
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -217,6 +218,19 @@ func TestDeployLocalOverlay(t *testing.T) {
 			}
 		}
 		assert.Len(t, started, 1, "%s: function pods, want the one the warm call found", fn.name)
+		// Where a cold start's time went, from the pod's own record
+		// (seconds' resolution): scheduled, initialized (the
+		// wrapper-server copied in), containers ready (pulled, started,
+		// probed).
+		for _, p := range pods.Items {
+			if slices.Contains(started, p.Name) {
+				var phases []string
+				for _, c := range p.Status.Conditions {
+					phases = append(phases, fmt.Sprintf("%s +%v", c.Type, c.LastTransitionTime.Sub(p.CreationTimestamp.Time)))
+				}
+				t.Logf("%s: pod %s: %s", fn.name, p.Name, strings.Join(phases, ", "))
+			}
+		}
 	}
 
 	// Each binary-runner pod's report reached the config-reconciler with

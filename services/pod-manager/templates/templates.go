@@ -82,7 +82,14 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				Command:      []string{ToolsDir + "/wrapper-server"},
 				Args:         []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
 				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
-				VolumeMounts: append(mount, corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"}),
+				// The tools read-only here: a function (without the
+				// sandbox's landlock layer) could otherwise replace the
+				// wrapper-server or fnsandbox, which every later helper
+				// runs outside any call's sandbox.
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: toolsVolume, MountPath: ToolsDir, ReadOnly: true},
+					{Name: tmpVolume, MountPath: "/tmp"},
+				},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					GRPC: &corev1.GRPCAction{Port: WrapperPort},
 				}},

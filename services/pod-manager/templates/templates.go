@@ -78,10 +78,10 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				Name: templatemerge.FunctionContainer,
 				// Replaced by the function's image (pinned by digest) in each pod;
 				// a PodTemplate must name one.
-				Image:        wrapperImage,
-				Command:      []string{ToolsDir + "/wrapper-server"},
-				Args:         []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
-				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
+				Image:   wrapperImage,
+				Command: []string{ToolsDir + "/wrapper-server"},
+				Args:    []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
+				Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
 				// The tools read-only here: a function (without the
 				// sandbox's landlock layer) could otherwise replace the
 				// wrapper-server or fnsandbox, which every later helper

@@ -1,6 +1,6 @@
 // Package kubelet plays the node for function pods in tests where there is
 // no kubelet: for each pod it starts the real wrapper-server on its own
-// 127.0.0.x address, running the real function binary that the pod's
+// 127.x.y.z address, running the real function binary that the pod's
 // entrypoint names, then reports the pod Running and Ready with that IP and
 // writes its EndpointSlice. It can fail pods (crash loop, image pull) instead.
 // Everything above it, the pod-manager included, is production code.
@@ -162,7 +162,11 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 		return
 	}
 	k.next++
-	ip := fmt.Sprintf("127.0.0.%d", 10+k.next)
+	// Loopback is 127.0.0.0/8: past 127.0.0.255 the addresses go on in
+	// the next octets (a bench starts hundreds of pods; "127.0.0.256"
+	// was no address, and those pods never became ready).
+	n := 10 + k.next
+	ip := fmt.Sprintf("127.%d.%d.%d", (n>>16)&0xff, (n>>8)&0xff, n&0xff)
 	var reason string
 	for substr, r := range k.fail {
 		if strings.Contains(podImage(p), substr) {

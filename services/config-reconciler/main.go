@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -50,6 +51,7 @@ type options struct {
 	healthProbeAddress   string
 	reportAudience       string
 	reportServiceAccount string
+	releaseFinalizers    bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -70,9 +72,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxMessageSize, "max-message-size", 16*1024*1024, "Largest gRPC message sent or received on --port, in bytes.")
 	fs.StringVar(&o.reportAudience, "report-audience", reporttoken.DefaultAudience, "Audience of the service account tokens binary-runners prove their pod with when they report on --port (a projected serviceAccountToken volume in deploy/); reports without one bound to the pod they name are refused. Not used with --config-dir.")
 	fs.StringVar(&o.reportServiceAccount, "report-service-account", "fnrunner-binary-runner", "Service account of the binary-runners' pods in --namespace: a report whose token is of another is refused. Not used with --config-dir.")
+	fs.BoolVar(&o.releaseFinalizers, "release-finalizers", false, "Uninstall step, run once fnrunner's Deployments are gone: remove the function-runner finalizer (config.porch.kpt.dev/functionconfig-function-runner) from every FunctionConfig in --namespace, leaving every other finalizer, then exit. Only when no function runner (fnrunner or porch's) will manage them again.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-address", "0", "Address of controller-runtime's HTTP /healthz and /readyz (\"0\" disables; gRPC health on --port is always served).")
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
+	}
+	if o.releaseFinalizers && o.configDir != "" {
+		return nil, grpcserving.FlagError(fmt.Errorf("--release-finalizers acts on a cluster; it cannot be used with --config-dir"))
 	}
 	if o.configDir == "" && (o.reportAudience == "" || o.reportServiceAccount == "") {
 		return nil, grpcserving.FlagError(fmt.Errorf("--report-audience and --report-service-account must name something: every report would be refused"))
@@ -91,6 +97,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	o.common.LogIgnoredPorchFlags(log)
+	if o.releaseFinalizers {
+		return releaseFinalizers(ctx, o, log)
+	}
 	cfgOpts := configs.Options{DefaultImagePrefix: o.defaultImagePrefix, AllowAbsoluteBinaryPaths: o.allowAbsolutePaths}
 	st := store.New(o.defaultImagePrefix)
 
@@ -183,6 +192,28 @@ func newManager(o *options, log *slog.Logger) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// releaseFinalizers is --release-finalizers: one pass, then exit.
+func releaseFinalizers(ctx context.Context, o *options, log *slog.Logger) error {
+	restCfg, err := restconfig.Load(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	n, err := controller.ReleaseFinalizers(ctx, log, c, o.namespace)
+	if err != nil {
+		return err
+	}
+	log.Info("function-runner finalizer released", "namespace", o.namespace, "functionConfigs", n, "finalizer", controller.Finalizer)
+	return nil
 }
 
 func main() { grpcserving.Main("config-reconciler", run) }

@@ -368,3 +368,40 @@ func SetStatus(s *v1alpha1.FunctionConfigStatus, generation int64, v configs.Ver
 func ctrlOptions(needLeader bool) controller.Options {
 	return controller.Options{NeedLeaderElection: ptr.To(needLeader)}
 }
+
+// ReleaseFinalizers removes Finalizer, and only it, from every
+// FunctionConfig in namespace, for an uninstall after which no function
+// runner manages it (neither fnrunner nor porch's own): without it, deleting
+// a FunctionConfig would wait for good. Run it once the config-reconciler
+// is gone, or it adds the finalizer back. It returns how many objects it
+// changed.
+func ReleaseFinalizers(ctx context.Context, log *slog.Logger, c client.Client, namespace string) (int, error) {
+	var list v1alpha1.FunctionConfigList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return 0, fmt.Errorf("listing FunctionConfigs in %s: %w", namespace, err)
+	}
+	w := &StatusWriter{client: c, log: log}
+	released := 0
+	for i := range list.Items {
+		obj := &list.Items[i]
+		for attempt := 0; controllerutil.ContainsFinalizer(obj, Finalizer); attempt++ {
+			err := w.setFinalizer(ctx, obj, false)
+			if err == nil {
+				released++
+				break
+			}
+			if !apierrors.IsConflict(err) || attempt == 4 {
+				return released, err
+			}
+			// Changed meanwhile (another component's finalizer, say):
+			// read it again and patch that.
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				if apierrors.IsNotFound(err) {
+					break
+				}
+				return released, fmt.Errorf("reading %s/%s: %w", obj.Namespace, obj.Name, err)
+			}
+		}
+	}
+	return released, nil
+}

@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,14 +12,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/services/config-reconciler/controller"
 	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/kubetest"
 	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
@@ -116,4 +123,64 @@ func TestPorchFunctionConfigsAsPorchHasThem(t *testing.T) {
 		"%s: not deleted", withPorch)
 	require.Eventually(t, func() bool { return functions() == 17 },
 		harness.Wait, tick, "the deleted FunctionConfigs stayed in the table")
+}
+
+// Uninstalling with no function runner left: ReleaseFinalizers takes the
+// function runner's finalizer off every FunctionConfig and leaves porch's
+// other components' finalizers, so a delete completes once those let go,
+// and one with only ours goes at once.
+func TestReleaseFinalizersForUninstall(t *testing.T) {
+	crds := t.TempDir()
+	data, err := os.ReadFile(porchfiles.Path(t, "config.porch.kpt.dev_functionconfigs.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(crds, "functionconfigs.yaml"), data, 0o644))
+	env := kubetest.Start(t, kubetest.Options{
+		CRDDirectoryPaths: []string{crds},
+		AddToScheme:       []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+	})
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	fcs := porchfiles.Objects(t, "23-function-configurations.yaml")
+	want := map[string][]string{}
+	for i, o := range fcs {
+		switch i % 3 {
+		case 0: // as porch-server's reconciler and the runner leave them
+			o.SetFinalizers(append(slices.Clone(porchFinalizers), controller.Finalizer))
+		case 1: // the runner's alone
+			o.SetFinalizers([]string{controller.Finalizer})
+		}
+		want[o.GetName()] = slices.DeleteFunc(slices.Clone(o.GetFinalizers()), func(f string) bool { return f == controller.Finalizer })
+		require.NoError(t, env.Client.Create(ctx, o.DeepCopy()), "create %s", o.GetName())
+	}
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := controller.ReleaseFinalizers(ctx, log, env.Client, ns)
+	require.NoError(t, err)
+	assert.Equal(t, 13, n, "FunctionConfigs that had the function runner's finalizer")
+	for name, fins := range want {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(fcGVK)
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u))
+		assert.ElementsMatch(t, fins, u.GetFinalizers(), "%s: finalizers after release", name)
+	}
+	// Again: nothing left to release.
+	n, err = controller.ReleaseFinalizers(ctx, log, env.Client, ns)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	// Every delete now completes without a function runner: at once, or
+	// once porch's components let theirs go.
+	for _, o := range fcs {
+		require.NoError(t, env.Client.Delete(ctx, o.DeepCopy()), "delete %s", o.GetName())
+	}
+	var list v1alpha1.FunctionConfigList
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(ns)))
+	for _, fc := range list.Items {
+		assert.ElementsMatch(t, porchFinalizers, fc.Finalizers, "%s: waits only for porch's components", fc.Name)
+		fc.Finalizers = nil
+		require.NoError(t, env.Client.Update(ctx, &fc))
+	}
+	require.Eventually(t, func() bool {
+		return env.Client.List(ctx, &list, client.InNamespace(ns)) == nil && len(list.Items) == 0
+	}, harness.Wait, tick, "FunctionConfigs left after delete")
 }

@@ -102,12 +102,20 @@ func TestOrdinaryCallRunsInEveryLayerSet(t *testing.T) {
 	for _, mode := range []string{"none", "base", "base,landlock", "base,landlock,uid", "base,userns", "base,cgroup", "base,landlock,uid,userns,cgroup", "auto"} {
 		t.Run(mode, func(t *testing.T) {
 			sb := open(t, mode, spec.Limits{})
-			res, err := run(t, sb, 10*time.Second, `cat; echo log >&2; echo made > "$TMPDIR/f"; cat "$TMPDIR/f"; pwd`)
+			res, err := run(t, sb, 10*time.Second, `cat; echo log >&2; echo made > "$TMPDIR/f"; cat "$TMPDIR/f"; pwd; grep '^NoNewPrivs:' /proc/self/status 2>/dev/null || echo 'NoNewPrivs: unreadable'`)
 			require.NoError(t, err, "log: %s", res.Log)
 			lines := strings.Split(out(res), "\n")
-			require.Len(t, lines, 3)
+			require.Len(t, lines, 4)
 			assert.Equal(t, []string{"input", "made"}, lines[:2])
 			assert.Equal(t, "log", strings.TrimSpace(string(res.Log)))
+			// Every sandboxed call runs with no_new_privs: no setuid
+			// binary or file capability raises what it may do.
+			nnp := strings.Join(strings.Fields(lines[3]), " ")
+			// (Without one it is whatever the runner has; Landlock
+			// keeps /proc from the function.)
+			if mode != "none" && mode != "auto" && !strings.Contains(mode, "landlock") {
+				assert.Equal(t, "NoNewPrivs: 1", nnp)
+			}
 		})
 	}
 }
@@ -773,6 +781,11 @@ func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	_, err = f.Open(context.Background(), discard())
 	require.ErrorIs(t, err, sandbox.ErrLayerMissing)
 	assert.Contains(t, err.Error(), "uid")
+	// Nor may nobody make cgroups.
+	f.Mode = "base,cgroup"
+	_, err = f.Open(context.Background(), discard())
+	require.ErrorIs(t, err, sandbox.ErrLayerMissing)
+	assert.Contains(t, err.Error(), "cgroup (--sandbox=base,cgroup)")
 
 	f.Mode = "auto"
 	sb, err := f.Open(context.Background(), discard())

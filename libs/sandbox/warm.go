@@ -130,7 +130,7 @@ func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec
 		case warm && errors.As(err, &refused) && refused.HelperAtFault:
 			// Changed while it waited (see spec.Warm): a function of
 			// the runner's uid reached it.
-			p.log.Warn("a warm sandbox helper refused a call; another takes it", "err", err)
+			p.log.WarnContext(ctx, "a warm sandbox helper refused a call; another takes it", "err", err)
 			continue
 		case warm && (errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)):
 			continue // it died waiting (killed from outside)

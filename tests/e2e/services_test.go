@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -106,5 +107,59 @@ func TestMutualTLSBetweenServices(t *testing.T) {
 	for _, executor := range []string{"set-namespace:v0.4.5", "apply-setters:v0.2.2"} {
 		_, err := call(t, s, executor, stack.Input, time.Minute)
 		assert.NoError(t, err, "%s with mutual TLS", executor)
+	}
+}
+
+// A runner told to use a sandbox layer it cannot have refuses to start and
+// names the layer, whatever else is in order: never silently less
+// isolation than --sandbox asked for. Missing here, for real: every layer
+// when the helper cannot run; uid when calls' directories are not
+// reachable by other users (a private --temp-dir).
+func TestRunnersRefuseAMissingSandboxLayer(t *testing.T) {
+	private := t.TempDir()
+	require.NoError(t, os.Chmod(private, 0o700))
+	helper := harness.Binary(t, "FNRUNNER_FNSANDBOX")
+	for _, service := range []struct {
+		env  string
+		args []string
+	}{
+		{"FNRUNNER_BINARY_RUNNER", []string{"--port=0", "--metrics-address=", "--config-address=127.0.0.1:1"}},
+		{"FNRUNNER_WRAPPER_SERVER", []string{"--port=0", "--metrics-address=", "--", "/bin/cat"}},
+	} {
+		for _, tc := range []struct {
+			sandbox, helper, tempDir string
+			missing                  string
+		}{
+			{"base", "/nonexistent/fnsandbox", "", "base"},
+			{"base,landlock", "/nonexistent/fnsandbox", "", "base"},
+			{"base,landlock,uid", helper, private, "uid"},
+		} {
+			flags := []string{"--sandbox=" + tc.sandbox, "--sandbox-helper=" + tc.helper}
+			if tc.tempDir != "" {
+				flags = append(flags, "--temp-dir="+tc.tempDir)
+			}
+			args := append(flags, service.args...)
+			t.Run(service.env+" --sandbox="+tc.sandbox+" without "+tc.missing, func(t *testing.T) {
+				if tc.missing == "uid" && os.Getuid() != 0 {
+					t.Skip("the uid layer needs root in the first place")
+				}
+				cmd := exec.Command(harness.Binary(t, service.env), args...)
+				done := make(chan struct{})
+				var out []byte
+				var err error
+				go func() { out, err = cmd.CombinedOutput(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(harness.Wait):
+					_ = cmd.Process.Kill()
+					<-done
+					require.FailNow(t, "started without the sandbox layer it was told to use", "%s", out)
+				}
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit, "%s", out)
+				assert.NotZero(t, exit.ExitCode())
+				assert.Contains(t, string(out), "sandbox layer missing: "+tc.missing)
+			})
+		}
 	}
 }

@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -182,29 +187,10 @@ func TestDeployLocalOverlay(t *testing.T) {
 		{"sn-cmd", nil, []string{"/set-namespace"}},
 	} {
 		require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/"+fn.name+":node", setNamespace, "/set-namespace", fn.entrypoint, fn.cmd))
-		fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fn.name}, Spec: v1alpha1.FunctionConfigSpec{
-			Image: fn.name, Prefixes: []string{n.Registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{Object: obj}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-		require.NoError(t, n.Kube.Client.Create(ctx, u))
-		image := n.Registry + "/fns/" + fn.name + ":node"
+		image := claimForPods(t, n, fn.name)
 		for _, round := range []string{"cold", "warm"} {
-			var resp *pb.EvaluateFunctionResponse
-			var err error
 			start := time.Now()
-			// NotFound until the FunctionConfig reaches the gateway's
-			// table; any other error is the answer.
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-				cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				resp, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(rl)})
-				cancel()
-				if status.Code(err) != codes.NotFound || time.Now().After(deadline) {
-					break
-				}
-				start = time.Now()
-			}
+			resp, err := callClaimed(t, conn, image, rl, 2*time.Minute, &start)
 			require.NoError(t, err, "%s call of %s\n%s", round, image, podReport(ctx, n.Kube.Client))
 			assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
 			t.Logf("%s: %s call in %v", fn.name, round, time.Since(start).Round(time.Millisecond))
@@ -232,6 +218,11 @@ func TestDeployLocalOverlay(t *testing.T) {
 			}
 		}
 	}
+
+	t.Run("binary-runner under RuntimeDefault", func(t *testing.T) { binaryRunnerConfined(t, n) })
+	t.Run("pod-manager pod deleted", func(t *testing.T) { podManagerPodDeleted(t, n, conn, rl, "sn-entrypoint") })
+	t.Run("function container killed mid-call", func(t *testing.T) { containerKilledMidCall(t, n, conn) })
+	t.Run("image that cannot be pulled", func(t *testing.T) { unpullableImage(t, n, conn, rl) })
 
 	// Each binary-runner pod's report reached the config-reconciler with
 	// the token the kubelet projected for it (checked by TokenReview) and
@@ -262,6 +253,250 @@ func TestDeployLocalOverlay(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err, "the binary-runners' reports\n%s", podReport(ctx, n.Kube.Client))
+}
+
+// binaryRunnerConfined: the binary-runner as deploy/ runs it, non-root
+// under the runtime's default seccomp profile (RuntimeDefault), reports on
+// its metrics page which sandbox layers it gets there.
+func binaryRunnerConfined(t *testing.T, n *node.Node) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	var pods corev1.PodList
+	require.NoError(t, c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": "fnrunner-binary-runner"}))
+	require.NotEmpty(t, pods.Items)
+	p := pods.Items[0]
+	var id string
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == "binary-runner" {
+			_, id, _ = strings.Cut(cs.ContainerID, "://")
+		}
+	}
+	procs := node.ContainerProcesses(id)
+	require.NotEmpty(t, procs, "the binary-runner container's processes")
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", procs[0]))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^Seccomp:\s+2$`, string(st), "the binary-runner runs under a seccomp filter (RuntimeDefault)")
+	assert.Regexp(t, `(?m)^Uid:\s+65532\s`, string(st), "the binary-runner runs as deploy/'s non-root uid")
+
+	metrics := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "binary-runner-metrics-from-test"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app.kubernetes.io/name": "fnrunner-binary-runner"},
+			Ports: []corev1.ServicePort{{Name: "metrics", Port: 9092, TargetPort: intstr.FromString("metrics")}}},
+	}
+	require.NoError(t, c.Create(ctx, metrics))
+	var page string
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", n.NodeIP, metrics.Spec.Ports[0].NodePort))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		page = string(body)
+		if err == nil && !strings.Contains(page, "fnrunner_sandbox_layer_used") {
+			err = fmt.Errorf("no sandbox layers on the binary-runner's metrics page")
+		}
+		return err
+	})
+	require.NoError(t, err)
+	layers := grep(page, "fnrunner_sandbox_layer_")
+	t.Logf("binary-runner's sandbox layers under RuntimeDefault:\n%s", layers)
+	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="base"} 1`, "the always-on layer")
+	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="landlock"} 1`, "Landlock needs no privilege")
+}
+
+// podManagerPodDeleted: the StatefulSet starts the pod-manager again under
+// the same name, so it is the same owner; it adopts the function pods it
+// had, and the function's next call finds its pod warm (none created).
+func podManagerPodDeleted(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	before := functionPods(t, c, fn)
+	require.Len(t, before, 1, "%s: its pod before", fn)
+	var pm corev1.Pod
+	key := client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}
+	require.NoError(t, c.Get(ctx, key, &pm))
+	require.NoError(t, c.Delete(ctx, &pm))
+	err := harness.Poll(3*time.Minute, time.Second, func() error {
+		var p corev1.Pod
+		if err := c.Get(ctx, key, &p); err != nil {
+			return err
+		}
+		if p.UID == pm.UID {
+			return fmt.Errorf("pod-manager pod %s not replaced yet", p.Name)
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("new pod-manager pod %s not ready", p.Name)
+	})
+	require.NoError(t, err, "\n%s", podReport(ctx, c))
+	// The gateway dials the replica again (its headless Service's SRV
+	// record): Unavailable, not sent, until it does.
+	var resp *pb.EvaluateFunctionResponse
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		var err error
+		resp, err = callClaimed(t, conn, n.Registry+"/fns/"+fn+":node", rl, time.Minute, nil)
+		return err
+	})
+	require.NoError(t, err, "%s after the pod-manager's restart\n%s", fn, podReport(ctx, c))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+	after := functionPods(t, c, fn)
+	require.Len(t, after, 1, "%s: its pods after the restart", fn)
+	assert.Equal(t, before[0].UID, after[0].UID, "%s: the pod was not adopted (a new one served)", fn)
+}
+
+// recordInput asks tests/testfns/record to take sleep before answering.
+const recordInput = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n    ledger: /dev/null\n    callId: %s\n    sleep: %s\n"
+
+// containerKilledMidCall: the function container dies under a call (every
+// process of it SIGKILLed, as the runtime or the OOM killer ends it). The
+// call fails Unavailable saying it was not repeated; the kubelet restarts
+// the container and the function is served again.
+func containerKilledMidCall(t *testing.T, n *node.Node, conn *grpc.ClientConn) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/record:node", harness.Binary(t, "FNRUNNER_RECORD"), "/record", []string{"/record"}, nil))
+	image := claimForPods(t, n, "record")
+	_, err := callClaimed(t, conn, image, fmt.Sprintf(recordInput, "first", "0s"), 2*time.Minute, nil)
+	require.NoError(t, err, "\n%s", podReport(ctx, c))
+	pods := functionPods(t, c, "record")
+	require.Len(t, pods, 1)
+	var id string
+	for _, cs := range pods[0].Status.ContainerStatuses {
+		if cs.Name == "function" {
+			_, id, _ = strings.Cut(cs.ContainerID, "://")
+		}
+	}
+	require.NotEmpty(t, id, "the function container's ID")
+
+	answer := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		_, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(fmt.Sprintf(recordInput, "killed", "10m"))})
+		answer <- err
+	}()
+	// The call is in the container once the function runs there.
+	err = harness.Poll(time.Minute, 100*time.Millisecond, func() error {
+		for _, pid := range node.ContainerProcesses(id) {
+			if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); string(cmd) == "/record\x00" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no /record process in container %s", id)
+	})
+	require.NoError(t, err)
+	require.NotZero(t, node.KillContainer(id))
+	select {
+	case err = <-answer:
+	case <-time.After(2 * time.Minute):
+		require.FailNow(t, "the call on the killed container was not answered")
+	}
+	assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	assert.ErrorContains(t, err, "not repeated")
+
+	// Served again: the kubelet restarts the container (or the
+	// pod-manager replaces the pod).
+	err = harness.Poll(2*time.Minute, time.Second, func() error {
+		_, err := callClaimed(t, conn, image, fmt.Sprintf(recordInput, "after", "0s"), time.Minute, nil)
+		return err
+	})
+	require.NoError(t, err, "after the kill\n%s", podReport(ctx, c))
+	for _, p := range functionPods(t, c, "record") {
+		for _, cs := range p.Status.ContainerStatuses {
+			t.Logf("record: pod %s container %s restarts %d", p.Name, cs.Name, cs.RestartCount)
+		}
+	}
+}
+
+// unpullableImage: an image whose manifest and config the registry serves
+// (so the pod-manager finds its entrypoint and starts a pod) but whose
+// layer it lost: containerd's pull fails, and the caller gets the
+// container's reason at once, not a ready timeout; no pod of it is left.
+func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	img, err := random.Image(1024, 1)
+	require.NoError(t, err)
+	img, err = mutate.Config(img, v1.Config{Entrypoint: []string{"/fn"}})
+	require.NoError(t, err)
+	ref, err := name.ParseReference(n.Registry+"/fns/unpullable:node", name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(ref, img))
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	digest, err := layers[0].Digest()
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodDelete, "http://"+n.Registry+"/v2/fns/unpullable/blobs/"+digest.String(), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "deleting the layer")
+
+	image := claimForPods(t, n, "unpullable")
+	_, err = callClaimed(t, conn, image, rl, 2*time.Minute, nil)
+	require.Error(t, err)
+	assert.NotEqual(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	assert.Regexp(t, "ErrImagePull|ImagePullBackOff", status.Convert(err).Message(), "the container's reason, before --pod-ready-timeout")
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		if pods := functionPods(t, c, "unpullable"); len(pods) > 0 {
+			return fmt.Errorf("%d pods of the unpullable image left", len(pods))
+		}
+		return nil
+	})
+	assert.NoError(t, err, "\n%s", podReport(ctx, c))
+}
+
+// claimForPods makes a FunctionConfig claim the node registry's
+// fns/<name>:node for the pod executor, and returns that image.
+func claimForPods(t *testing.T, n *node.Node, name string) string {
+	t.Helper()
+	fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1alpha1.FunctionConfigSpec{
+		Image: name, Prefixes: []string{n.Registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+	require.NoError(t, n.Kube.Client.Create(context.Background(), u))
+	return n.Registry + "/fns/" + name + ":node"
+}
+
+// callClaimed calls image through conn, again while the answer is NotFound
+// (the FunctionConfig not yet in the gateway's table) for up to a minute;
+// any other answer is returned. start, when given, is set to when the
+// answered call began.
+func callClaimed(t *testing.T, conn *grpc.ClientConn, image, rl string, timeout time.Duration, start *time.Time) (*pb.EvaluateFunctionResponse, error) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		if start != nil {
+			*start = time.Now()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(rl)})
+		cancel()
+		if status.Code(err) != codes.NotFound || time.Now().After(deadline) {
+			return resp, err
+		}
+	}
+}
+
+// functionPods lists the pod-manager's function pods of the function
+// fns/<name> (by the image annotation, which names its digest).
+func functionPods(t *testing.T, c client.Client, name string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	require.NoError(t, c.List(context.Background(), &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/managed-by": "fnrunner-pod-manager"}))
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if strings.Contains(p.Annotations["fn.kpt.dev/image"], "/fns/"+name+"@") {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // apply applies objs server-side: the CRDs and the namespace first, the

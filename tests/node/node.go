@@ -866,3 +866,36 @@ func (n *Node) leftovers() []string {
 	}
 	return left
 }
+
+// ContainerProcesses lists the pids of a container's processes (id is the
+// runtime's container ID, without its "containerd://" scheme), found by
+// their cgroups, which name the container.
+func ContainerProcesses(id string) []int {
+	var pids []int
+	if id == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err == nil && strings.Contains(string(cg), id) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// KillContainer SIGKILLs every process of a container, as the runtime (or
+// the kernel's OOM killer taking its init) ends it, and returns how many it
+// signalled.
+func KillContainer(id string) int {
+	pids := ContainerProcesses(id)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return len(pids)
+}

@@ -221,7 +221,11 @@ func TestPodManagerReplicaKilledUnderLoad(t *testing.T) {
 	f := start(t)
 	second, _ := f.startPodManager(t, "replica-1")
 	gw := f.startGateway(t, f.stack.PodManagerAddress, second)
-	images := []string{"set-namespace:v0.4.5", "steady:v1", "slow:v1"}
+	owners := f.spread(t, gw, 3, "replica-0", "replica-1")
+	var images []string
+	for img := range owners {
+		images = append(images, img)
+	}
 	const calls, concurrency = 120, 6
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
 		func(ctx context.Context, i int) error {

@@ -5,6 +5,7 @@ package pods_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -107,7 +108,10 @@ items:
 END
 `
 
-func start(t testing.TB) *fixture {
+func start(t testing.TB) *fixture { return startLogging(t, "") }
+
+// startLogging is start with the services' --log-level (default WARN).
+func startLogging(t testing.TB, logLevel string) *fixture {
 	t.Helper()
 	env := kubeEnvironment(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,7 +165,7 @@ func start(t testing.TB) *fixture {
 		PodManager:       harness.Binary(t, "FNRUNNER_POD_MANAGER"),
 		WrapperServer:    harness.Binary(t, "FNRUNNER_WRAPPER_SERVER"),
 	}
-	s := stack.Run(t, localstack.Config{Binaries: bins, ConfigDir: configs,
+	s := stack.Run(t, localstack.Config{Binaries: bins, ConfigDir: configs, LogLevel: logLevel,
 		PodManagerArgs: append(append([]string(nil), pmArgs...), "--warm-up-pod-cache=false")})
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer, SandboxHelper: harness.Binary(t, "FNRUNNER_FNSANDBOX"),
@@ -237,6 +241,48 @@ func (f *fixture) call(t testing.TB, image string) (*pb.EvaluateFunctionResponse
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return f.client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+}
+
+// spread calls functions of their own (unclaimed images: the default TTL,
+// so no pod of theirs expires during a test) through gw, a gateway in
+// front of several replicas, until each of owners owns at least one of
+// them (the gateway's rendezvous hash of the replicas' random ports
+// decides) and there are at least n; it returns each image (under the
+// registry's fns/) with its owner.
+func (f *fixture) spread(t *testing.T, gw pb.FunctionEvaluatorClient, n int, owners ...string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	count := map[string]int{}
+	missing := func() bool {
+		for _, o := range owners {
+			if count[o] == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; len(got) < n || missing(); i++ {
+		require.Less(t, i, 32, "32 functions, none owned by one of %v: %v", owners, count)
+		img := fmt.Sprintf("spread-%d:v1", i)
+		f.registry.Push(t, f.host+"/fns/"+img, v1.Config{Entrypoint: []string{"/fn/set-namespace"}})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := gw.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + img, ResourceList: []byte(input)})
+		cancel()
+		require.NoError(t, err, img)
+		owner := ""
+		for _, p := range f.pods(t) {
+			if strings.Contains(p.Annotations["fn.kpt.dev/image"], fmt.Sprintf("/fns/spread-%d@", i)) {
+				owner = p.Labels["fn.kpt.dev/owner"]
+			}
+		}
+		require.NotEmpty(t, owner, "no pod for %s", img)
+		if len(got) >= n-1 && count[owner] > 0 && missing() {
+			continue // the last place is for a replica that owns none yet
+		}
+		got[img] = owner
+		count[owner]++
+	}
+	return got
 }
 
 func (f *fixture) pods(t testing.TB) []corev1.Pod {
@@ -503,15 +549,17 @@ func TestTwoReplicasNeverFight(t *testing.T) {
 			owned[o] = append(owned[o], fn)
 		}
 	}
-	// Restarting replica-1 leaves replica-0's pods alone. slow's pods are
-	// left out: with a 1 s timeToLive, replica-0 itself removes them while
-	// replica-1 restarts.
+	// Restarting replica-1 leaves replica-0's pods alone: those of
+	// functions with the default TTL (the FunctionConfigs above give 1 s,
+	// and replica-0 itself removes those while replica-1 restarts).
+	spread := f.spread(t, gw, 2, "replica-0", "replica-1")
 	var before []string
 	for _, p := range f.pods(t) {
-		if p.Labels["fn.kpt.dev/owner"] == "replica-0" && !strings.HasPrefix(p.Name, "slow-") {
+		if p.Labels["fn.kpt.dev/owner"] == "replica-0" && strings.HasPrefix(p.Name, "spread-") {
 			before = append(before, p.Name)
 		}
 	}
+	require.NotEmpty(t, before, "replica-0 owns none of %v", spread)
 	stopSecond()
 	_, stopAgain := f.startPodManager(t, "replica-1")
 	defer stopAgain()

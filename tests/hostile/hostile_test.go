@@ -110,12 +110,14 @@ func starlark(script string) string {
 
 // world is the stack every case runs against.
 type world struct {
-	s        *stack.Stack
-	client   pb.FunctionEvaluatorClient
-	pids     map[string]int
-	tlsKey   string
-	listener net.Listener
-	accepted chan struct{}
+	s      *stack.Stack
+	client pb.FunctionEvaluatorClient
+	pids   map[string]int
+	tlsKey string
+	// reportToken is the binary-runner's --report-token-file.
+	reportToken string
+	listener    net.Listener
+	accepted    chan struct{}
 	// allowedURL is a server starlark scripts may reach.
 	allowedURL string
 }
@@ -132,6 +134,11 @@ func startWith(t *testing.T, runner string, args ...string) *world {
 	require.NoError(t, os.Chmod(root, 0o711))
 	t.Cleanup(func() { os.RemoveAll(root) })
 	fnDir, tempDir := filepath.Join(root, "functions"), filepath.Join(root, "calls")
+	// The runner's report token, world-readable as the kubelet projects
+	// one (0644), where every call's uid could reach it: only the
+	// sandbox's file rules keep functions from it.
+	token := filepath.Join(root, "report-token")
+	require.NoError(t, os.WriteFile(token, []byte("a service account token"), 0o644))
 	require.NoError(t, os.Mkdir(fnDir, 0o755))
 	require.NoError(t, os.Mkdir(tempDir, 0o711))
 	var configs strings.Builder
@@ -158,9 +165,10 @@ func startWith(t *testing.T, runner string, args ...string) *world {
 			"--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
 			"--sandbox-max-processes=64", "--sandbox-max-file-size=8388608",
 			"--starlark-allowed-hosts=" + allowed.Listener.Addr().String(),
+			"--report-token-file=" + token,
 		}, args...),
 	})
-	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, accepted: make(chan struct{}, 100), allowedURL: allowed.URL}
+	w := &world{s: s, client: s.Client(), pids: map[string]int{}, tlsKey: certs.Key, reportToken: token, accepted: make(chan struct{}, 100), allowedURL: allowed.URL}
 	for _, name := range []string{"gateway", "binary-runner", "config-reconciler"} {
 		w.pids[name], err = s.Pid(name)
 		require.NoError(t, err)
@@ -259,7 +267,7 @@ func cases(w *world) []hostileCase {
 		{name: "reads the runner's TLS key", image: "example.com/hostile/read-file:v1", input: input(map[string]string{"path": w.tlsKey}),
 			deadline: 30 * time.Second, code: codes.OK},
 		{name: "reads the service account token", image: "example.com/hostile/read-file:v1",
-			input: input(map[string]string{"path": "/var/run/secrets/kubernetes.io/serviceaccount/token"}), deadline: 30 * time.Second, code: codes.OK},
+			input: input(map[string]string{"path": w.reportToken}), deadline: 30 * time.Second, code: codes.OK},
 		{name: "connects to the gateway", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": gateway}),
 			deadline: 30 * time.Second, code: codes.OK},
 		{name: "connects to an apiserver's port", image: "example.com/hostile/connect:v1", input: input(map[string]string{"target": "127.0.0.1:6443"}),
@@ -431,8 +439,15 @@ wait $child
 					require.NoError(t, err, image)
 				}
 			}
-			_, err := w.call("example.com/hostile/fork-bomb:v1", input(nil), 3*time.Second)
-			require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+			if !tc.wantEscapees {
+				// Without the sandbox nothing bounds a fork bomb: in
+				// the runner's pid namespace it can take every pid and
+				// thread the runner needs (seen: the binary-runner
+				// ended, "connection reset"), which is what the
+				// sandbox's limits are for.
+				_, err := w.call("example.com/hostile/fork-bomb:v1", input(nil), 3*time.Second)
+				require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+			}
 			w.ordinary(t, 1)
 
 			pid1 := pidOne(t, w)
@@ -604,4 +619,48 @@ func deepNesting() string {
 func processesOfUIDs(t *testing.T, from, to int) []int {
 	t.Helper()
 	return pids(procstat.List(func(p procstat.Process) bool { return p.UID >= from && p.UID < to }))
+}
+
+// A script's print() goes to its own call's log: calls printing at once,
+// one of them spinning until its deadline meanwhile, each get exactly their
+// own lines, and the spinning one holds up none of them.
+func TestStarlarkPrintIsPerCall(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("the uid layer needs root")
+	}
+	w := start(t)
+	spun := make(chan error, 1)
+	go func() {
+		_, err := w.call("starlark:v0.5.5", starlark("print('spinner')\ndef spin():\n  for i in range(1 << 62):\n    pass\nspin()"), 5*time.Second)
+		spun <- err
+	}()
+	const calls, lines = 8, 50
+	var wg sync.WaitGroup
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mark := fmt.Sprintf("call-%d", i)
+			resp, err := w.call("starlark:v0.5.5", starlark(fmt.Sprintf("for i in range(%d):\n  print('%s', i)", lines, mark)), 15*time.Second)
+			if !assert.NoError(t, err, mark) {
+				return
+			}
+			log := string(resp.GetLog())
+			var printed []string
+			for _, l := range strings.Split(log, "\n") {
+				if strings.Contains(l, "call-") || strings.Contains(l, "spinner") {
+					printed = append(printed, strings.TrimSpace(l))
+				}
+			}
+			want := make([]string, lines)
+			for j := range want {
+				want[j] = fmt.Sprintf("%s %d", mark, j)
+			}
+			assert.Equal(t, want, printed, "%s: the printed lines of its log\n%s", mark, log)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(<-spun), "the spinning script")
+	w.ordinary(t, 1)
+	w.serving(t)
 }

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +81,24 @@ func TestPorchRunnerCommandLine(t *testing.T) {
 			log := func() string { b, _ := os.ReadFile(out); return string(b) }
 			if tc.runs {
 				require.Eventually(t, func() bool { return strings.Contains(log(), "serving gRPC") }, harness.Wait, 20*time.Millisecond, "not serving:\n%s", log())
+				// Porch's env (OTEL_METRICS_EXPORTER=prometheus on
+				// OTEL_EXPORTER_PROMETHEUS_HOST:PORT, 0.0.0.0:9464): the
+				// address an operator's scrape of porch's runner
+				// reads serves the service's metrics and the
+				// OpenTelemetry ones, under porch's OTEL_SERVICE_NAME.
+				var page string
+				require.Eventually(t, func() bool {
+					resp, err := http.Get("http://127.0.0.1:9464/metrics")
+					if err != nil {
+						return false
+					}
+					defer resp.Body.Close()
+					b, err := io.ReadAll(resp.Body)
+					page = string(b)
+					return err == nil && resp.StatusCode == http.StatusOK
+				}, harness.Wait, 20*time.Millisecond, "no metrics on porch's Prometheus address:\n%s", log())
+				assert.Contains(t, page, "go_goroutines", "the service's own metrics")
+				assert.Contains(t, page, `service_name="porch-function-runner"`, "OpenTelemetry's metrics under porch's OTEL_SERVICE_NAME")
 				require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 				assert.NoError(t, <-done, "exit after SIGTERM:\n%s", log())
 			} else {

@@ -1,11 +1,8 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -153,32 +150,5 @@ func TestTracingOff(t *testing.T) {
 // assertNoDuplicateKeys fails on a JSON log line with a key twice.
 func assertNoDuplicateKeys(t *testing.T, service, log string) {
 	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(log))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.Index(line, "{"); i >= 0 {
-			line = line[i:] // after localstack's prefix
-		} else {
-			continue
-		}
-		dec := json.NewDecoder(strings.NewReader(line))
-		seen := map[string]bool{}
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			continue
-		}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				break
-			}
-			key, _ := tok.(string)
-			assert.False(t, seen[key], "%s logs key %q twice: %s", service, key, line)
-			seen[key] = true
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil && err != io.EOF {
-				break
-			}
-		}
-	}
+	assert.Empty(t, harness.DuplicateKeys(log), "%s logs a key twice", service)
 }

@@ -9,6 +9,9 @@
 package harness
 
 import (
+	"bufio"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +122,42 @@ func Poll(timeout, interval time.Duration, f func() error) error {
 		}
 		time.Sleep(interval)
 	}
+}
+
+// DuplicateKeys returns, for each JSON log line of log (after any prefix
+// before its first "{") that has a top-level key twice, the key and the
+// line.
+func DuplicateKeys(log string) []string {
+	var dups []string
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.Index(line, "{")
+		if i < 0 {
+			continue
+		}
+		line = line[i:]
+		dec := json.NewDecoder(strings.NewReader(line))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			continue
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			key, _ := tok.(string)
+			if seen[key] {
+				dups = append(dups, key+" in "+line)
+			}
+			seen[key] = true
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil && err != io.EOF {
+				break
+			}
+		}
+	}
+	return dups
 }

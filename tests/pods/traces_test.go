@@ -3,13 +3,17 @@ package pods_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
@@ -25,7 +29,8 @@ func TestTraceThroughThePodPath(t *testing.T) {
 	const evaluate = "evaluator.FunctionEvaluator/EvaluateFunction"
 	sink := tracesink.Start(t)
 	sink.Setenv(t)
-	f := start(t)
+	// INFO: each service logs every call that failed.
+	f := startLogging(t, "INFO")
 
 	ctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
 	defer cancel()
@@ -63,6 +68,9 @@ func TestTraceThroughThePodPath(t *testing.T) {
 	require.NotNil(t, acquire, "pod acquisition under the pod-manager's span: %+v", spans)
 	assert.NotEmpty(t, acquire.Attributes["fnrunner.pod.name"])
 	assert.Equal(t, "true", acquire.Attributes["fnrunner.pod.cold"], "the first call waits for its pod to start")
+	ready, err := strconv.ParseFloat(acquire.Attributes["fnrunner.pod.ready_seconds"], 64)
+	assert.NoError(t, err, "the cold pod's time to ready: %v", acquire.Attributes)
+	assert.Positive(t, ready, "the cold pod's time to ready")
 	toPod := tracesink.Find(spans, "fnrunner-pod-manager", evaluate, pm.SpanID)
 	require.NotNil(t, toPod, "the pod-manager's call to the pod: %+v", spans)
 	wrapper := tracesink.Find(spans, "fnrunner-wrapper-server", evaluate, toPod.SpanID)
@@ -70,4 +78,58 @@ func TestTraceThroughThePodPath(t *testing.T) {
 	fn := tracesink.Find(spans, "fnrunner-wrapper-server", "function", wrapper.SpanID)
 	require.NotNil(t, fn, "the function run in the pod: %+v", spans)
 	assert.Equal(t, "0", fn.Attributes["fnrunner.function.exit_code"])
+	assert.NotEmpty(t, fn.Attributes["fnrunner.function.bytes_out"])
+
+	// The next call finds the pod warm and the image's metadata cached.
+	warm := traced(t, f, sink, "1af7651916cd43dd8448eb211c80319c", f.host+"/fns/traced:v1", codes.OK)
+	acquire = tracesink.Find(warm, "fnrunner-pod-manager", "pod acquire", "")
+	require.NotNil(t, acquire, "pod acquisition of the warm call: %+v", warm)
+	assert.Equal(t, "false", acquire.Attributes["fnrunner.pod.cold"])
+	assert.NotContains(t, acquire.Attributes, "fnrunner.pod.ready_seconds", "a warm call waited for no pod")
+	lookup = tracesink.Find(warm, "fnrunner-pod-manager", "image metadata", "")
+	require.NotNil(t, lookup, "image lookup of the warm call: %+v", warm)
+	assert.Equal(t, "hit", lookup.Attributes["fnrunner.image.cache"])
+
+	// A call that fails: an image its registry does not have. The gateway
+	// asked the pod executor, which answered NotFound; its span and the
+	// pod-manager's carry the code.
+	failed := traced(t, f, sink, "2af7651916cd43dd8448eb211c80319c", f.host+"/fns/no-such-function:v1", codes.NotFound)
+	gw = tracesink.Find(failed, "fnrunner-gateway", evaluate, porchSpan)
+	require.NotNil(t, gw, "the gateway's server span of the failed call: %+v", failed)
+	assert.Equal(t, "none", gw.Attributes["fnrunner.executor"], "no executor had the function")
+	assert.Equal(t, "[pod]", gw.Attributes["fnrunner.not_found"], "the executors that answered NotFound")
+	assert.Equal(t, "NOT_FOUND", gw.Attributes["rpc.response.status_code"], "otelgrpc's record of the answer")
+	lookup = tracesink.Find(failed, "fnrunner-pod-manager", "image metadata", "")
+	require.NotNil(t, lookup, "image lookup of the failed call: %+v", failed)
+	assert.Equal(t, strconv.Itoa(int(codes.NotFound)), lookup.Attributes["rpc.grpc.status_code"], "the lookup's error code")
+
+	// The pod-manager logs the failed call with its id (porch's trace id),
+	// and no JSON line of its log has a key twice.
+	harness.WaitFor(t, "the pod-manager's log line of the failed call", func() bool {
+		return strings.Contains(f.stack.Log("pod-manager"), `"request_id":"2af7651916cd43dd8448eb211c80319c"`)
+	}, f.log("pod-manager"))
+	assert.Empty(t, harness.DuplicateKeys(f.stack.Log("pod-manager")), "pod-manager logs a key twice")
+}
+
+// traced calls image through the gateway with porch's trace context under
+// traceID and returns the trace once the gateway's server span is in.
+func traced(t *testing.T, f *fixture, sink *tracesink.Sink, traceID, image string, want codes.Code) []tracesink.Span {
+	t.Helper()
+	const porchSpan = "b7ad6b7169203331"
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", "00-"+traceID+"-"+porchSpan+"-01")
+	_, err := f.gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+	require.Equal(t, want, status.Code(err), "%s: %v", image, err)
+	var spans []tracesink.Span
+	require.NoError(t, harness.Poll(30*time.Second, 50*time.Millisecond, func() error {
+		spans = sink.Trace(traceID)
+		if tracesink.Find(spans, "fnrunner-gateway", "evaluator.FunctionEvaluator/EvaluateFunction", porchSpan) == nil ||
+			tracesink.Find(spans, "fnrunner-pod-manager", "image metadata", "") == nil ||
+			tracesink.Find(spans, "fnrunner-pod-manager", "pod acquire", "") == nil && want == codes.OK {
+			return fmt.Errorf("trace %s not complete yet", traceID)
+		}
+		return nil
+	}))
+	return spans
 }

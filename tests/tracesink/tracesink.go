@@ -134,6 +134,8 @@ func anyValue(v *commonpb.AnyValue) string {
 		return strconv.FormatInt(x.IntValue, 10)
 	case *commonpb.AnyValue_BoolValue:
 		return strconv.FormatBool(x.BoolValue)
+	case *commonpb.AnyValue_DoubleValue:
+		return strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 	case *commonpb.AnyValue_ArrayValue:
 		s := "["
 		for i, e := range x.ArrayValue.GetValues() {

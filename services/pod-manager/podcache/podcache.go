@@ -60,8 +60,11 @@ type Lease struct {
 	Pod     string
 	Address string
 	// Cold says the call waited for its pod to start.
-	Cold    bool
-	release func()
+	Cold bool
+	// ReadyAfter is, for a cold lease, how long its pod took from its
+	// creation to ready.
+	ReadyAfter time.Duration
+	release    func()
 }
 
 // Release tells the cache the call is over.
@@ -568,8 +571,10 @@ func (l *loop) handle(e event) {
 		return
 	}
 	// Ready: the calls waiting on this pod, and only those, start on it.
+	var readyAfter time.Duration
 	if !p.ready && !p.created.IsZero() {
-		l.c.metrics.timeToReady.WithLabelValues(l.label(p)).Observe(l.c.now().Sub(p.created).Seconds())
+		readyAfter = l.c.now().Sub(p.created)
+		l.c.metrics.timeToReady.WithLabelValues(l.label(p)).Observe(readyAfter.Seconds())
 	}
 	p.ready, p.address = true, e.address
 	waiting := p.waiting
@@ -582,7 +587,7 @@ func (l *loop) handle(e event) {
 		p.running++
 		p.lastUsed = l.c.now()
 		lease := l.lease(p)
-		lease.Cold = true
+		lease.Cold, lease.ReadyAfter = true, readyAfter
 		r.reply <- reply{lease: lease}
 	}
 	// Room left by waiting calls that gave up is a queued call's.

@@ -265,7 +265,8 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	}
 	mctx, span := telemetry.Start(ctx, "image metadata", telemetry.AttrImage.String(ref.String()))
 	meta, err := s.resolver.Resolve(mctx, ref.String())
-	telemetry.End(span, err)
+	// The span records the code the call will be answered with.
+	telemetry.End(span, toStatus(err))
 	if err != nil {
 		return nil, fmt.Errorf("function %q: resolving the image: %w", image, err)
 	}
@@ -287,8 +288,11 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	lease, err := s.cache.Acquire(actx, f)
 	if err == nil {
 		span.SetAttributes(telemetry.AttrPod.String(lease.Pod), telemetry.AttrPodCold.Bool(lease.Cold))
+		if lease.Cold {
+			span.SetAttributes(telemetry.AttrPodReadySecs.Float64(lease.ReadyAfter.Seconds()))
+		}
 	}
-	telemetry.End(span, err)
+	telemetry.End(span, toStatus(err))
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("function %q: no pod was ready before the deadline: %w", image, err)

@@ -73,17 +73,39 @@ func (c *Client) WaitReady(ctx context.Context) bool {
 	}
 }
 
+// coverWait bounds how long a call waits for the snapshot the gateway
+// routed it by: snapshots reach every subscriber within milliseconds, so
+// longer means this one's stream is broken, and the call goes on with the
+// table it has.
+const coverWait = 2 * time.Second
+
 // Await returns the newest table, waiting up to max for the first one
 // (a call that arrives just after the service started); nil if none came
-// before max or ctx ended.
+// before max or ctx ended. A call the gateway routed by a snapshot this
+// client has not seen yet (executortable.SnapshotOf) waits for it, up to
+// two seconds: the gateway may have seen a FunctionConfig a moment before
+// this service.
 func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Tables {
-	if t := c.tables.Load(); t != nil {
+	want, routed := executortable.SnapshotOf(ctx)
+	t, changed := c.Current()
+	if t != nil && (!routed || t.Covers(want)) {
 		return t
+	}
+	if t != nil {
+		max = min(max, coverWait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
-	c.WaitReady(ctx)
-	return c.tables.Load()
+	for {
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return c.tables.Load()
+		}
+		if t, changed = c.Current(); t != nil && (!routed || t.Covers(want)) {
+			return t
+		}
+	}
 }
 
 // Tables returns the newest table, or nil before the first snapshot.

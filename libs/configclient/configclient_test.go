@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/fnrunner/fnrunner/libs/evalmetrics"
 	"github.com/fnrunner/fnrunner/libs/executortable"
@@ -23,10 +24,43 @@ func TestAwait(t *testing.T) {
 	want := executortable.Build(&configpb.Snapshot{Version: 1})
 	go func() {
 		// The first snapshot arrives while a call waits.
-		c.tables.Store(want)
+		c.store(want)
 		c.readyOnce.Do(func() { close(c.ready) })
 	}()
 	assert.Same(t, want, c.Await(context.Background(), time.Minute), "Await returns the first table")
+}
+
+// A call the gateway routed by a snapshot this client has not seen yet
+// waits for it (the gateway saw a FunctionConfig a moment before); one
+// routed by an older snapshot, or by one of another epoch, does not; and a
+// snapshot that never comes holds a call for a bounded time only.
+func TestAwaitWaitsForTheGatewaysSnapshot(t *testing.T) {
+	c := New(slog.New(slog.DiscardHandler), nil, "test")
+	v3 := executortable.Build(&configpb.Snapshot{Epoch: "e", Version: 3})
+	c.store(v3)
+	routed := func(s string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(executortable.SnapshotHeader, s))
+	}
+	assert.Same(t, v3, c.Await(routed("2@e"), time.Minute), "an older snapshot")
+	assert.Same(t, v3, c.Await(routed("9@other"), time.Minute), "another epoch's")
+	assert.Same(t, v3, c.Await(routed("not a snapshot"), time.Minute), "a header that names none")
+
+	v4 := executortable.Build(&configpb.Snapshot{Epoch: "e", Version: 4})
+	v5 := executortable.Build(&configpb.Snapshot{Epoch: "e", Version: 5})
+	got := make(chan *executortable.Tables)
+	go func() { got <- c.Await(routed("5@e"), time.Minute) }()
+	c.store(v4)
+	select {
+	case tb := <-got:
+		t.Fatalf("a call routed by snapshot 5 went on with %d", tb.Version)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.store(v5)
+	assert.Same(t, v5, <-got, "the gateway's snapshot")
+
+	ctx, cancel := context.WithCancel(routed("6@e"))
+	cancel()
+	assert.Same(t, v5, c.Await(ctx, time.Minute), "a call that ends waiting goes on with the newest table")
 }
 
 func TestCurrentSignalsNewTables(t *testing.T) {

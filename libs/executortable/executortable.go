@@ -5,8 +5,13 @@
 package executortable
 
 import (
+	"context"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/fnrunner/fnrunner/libs/imagematch"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
@@ -25,6 +30,52 @@ const (
 // Header is the gRPC metadata key with which the gateway tells an executor
 // service which executor it chose.
 const Header = "fnrunner-executor"
+
+// SnapshotHeader is the gRPC metadata key with which the gateway tells an
+// executor service the snapshot it routed the call by (Snapshot.String), so
+// that the executor decides on that snapshot or a newer one: a FunctionConfig
+// the gateway has seen but the executor not yet would otherwise be run as an
+// unclaimed image, with the defaults.
+const SnapshotHeader = "fnrunner-table-snapshot"
+
+// Snapshot names one snapshot of the config-reconciler's stream: versions
+// grow within an epoch (one run of one config-reconciler replica).
+type Snapshot struct {
+	Epoch   string
+	Version uint64
+}
+
+// String is the snapshot as SnapshotHeader carries it: "<version>@<epoch>".
+func (s Snapshot) String() string { return strconv.FormatUint(s.Version, 10) + "@" + s.Epoch }
+
+// Snapshot names t's snapshot.
+func (t *Tables) Snapshot() Snapshot { return Snapshot{Epoch: t.Epoch, Version: t.Version} }
+
+// Covers reports whether t is s's snapshot or a later one. A snapshot of
+// another epoch (another replica, or a restart) cannot be compared, and is
+// taken as covering it.
+func (t *Tables) Covers(s Snapshot) bool { return t.Epoch != s.Epoch || t.Version >= s.Version }
+
+// WithSnapshot returns ctx with t's snapshot in the outgoing metadata.
+func WithSnapshot(ctx context.Context, t *Tables) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, SnapshotHeader, t.Snapshot().String())
+}
+
+// SnapshotOf returns the snapshot an incoming call was routed by, if it
+// names one.
+func SnapshotOf(ctx context.Context) (Snapshot, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(SnapshotHeader)
+	if len(v) != 1 {
+		return Snapshot{}, false
+	}
+	version, epoch, ok := strings.Cut(v[0], "@")
+	n, err := strconv.ParseUint(version, 10, 64)
+	if !ok || err != nil {
+		return Snapshot{}, false
+	}
+	return Snapshot{Epoch: epoch, Version: n}, true
+}
 
 // Kinds returns all executors in routing order.
 func Kinds() []Kind { return []Kind{Go, Binary, Pod} }

@@ -130,7 +130,9 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 			continue
 		}
 		start := time.Now()
-		resp, err := r.Client.Evaluate(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), ref, req)
+		// The executor is told the snapshot this decision was made by,
+		// and decides on it or a later one.
+		resp, err := r.Client.Evaluate(executortable.WithSnapshot(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), tables), ref, req)
 		code := status.Code(err)
 		e.log.DebugContext(ctx, "routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -139,4 +141,23 @@ func TestServingWithOneReplicaStopped(t *testing.T) {
 	for range 6 {
 		assert.True(t, ev.Serving(context.Background()), "NOT_SERVING with one replica of two stopped")
 	}
+}
+
+// snapshotSeen answers with the snapshot its call was routed by.
+type snapshotSeen struct{}
+
+func (snapshotSeen) Evaluate(ctx context.Context, _ imagematch.Reference, _ *evalwire.Request) (*evalwire.Response, error) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return &evalwire.Response{Log: []byte(strings.Join(md.Get(executortable.SnapshotHeader), ","))}, nil
+}
+
+// Each executor is told the snapshot the gateway routed the call by, so
+// that it decides on the same FunctionConfigs or later ones.
+func TestExecutorsAreToldTheSnapshot(t *testing.T) {
+	tb := executortable.Build(&configpb.Snapshot{Epoch: "run-1", Version: 42, Functions: []*configpb.FunctionConfig{{
+		Namespace: "ns", Name: "fn", Image: "fn", Prefixes: []string{""}, Pod: &configpb.PodExecutor{Tags: []string{"v1"}}}}})
+	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tb}, Route{Kind: executortable.Pod, Client: snapshotSeen{}})
+	resp, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(resourceList))})
+	require.NoError(t, err)
+	assert.Equal(t, "42@run-1", string(resp.Log))
 }

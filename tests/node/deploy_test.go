@@ -90,7 +90,9 @@ func TestDeployLocalOverlay(t *testing.T) {
 			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 			require.NoError(t, err)
 			c := containers[0].(map[string]any)
-			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry)
+			// --scan-interval: TTL collection looked for every 5 s,
+			// not every minute, for the TTL scenario.
+			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry, "--scan-interval=5s")
 			require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
 		}
 	}
@@ -221,8 +223,11 @@ func TestDeployLocalOverlay(t *testing.T) {
 
 	t.Run("binary-runner under RuntimeDefault", func(t *testing.T) { binaryRunnerConfined(t, n) })
 	t.Run("pod-manager pod deleted", func(t *testing.T) { podManagerPodDeleted(t, n, conn, rl, "sn-entrypoint") })
+	t.Run("pod-manager switched to pod-ip", func(t *testing.T) { podManagerToPodIP(t, n, conn, rl, "sn-entrypoint") })
+	t.Run("pod template changed", func(t *testing.T) { templateChanged(t, n, conn, rl, "sn-cmd") })
 	t.Run("function container killed mid-call", func(t *testing.T) { containerKilledMidCall(t, n, conn) })
 	t.Run("image that cannot be pulled", func(t *testing.T) { unpullableImage(t, n, conn, rl) })
+	t.Run("idle pod collected after its timeToLive", func(t *testing.T) { ttlCollects(t, n, conn, rl) })
 
 	// Each binary-runner pod's report reached the config-reconciler with
 	// the token the kubelet projected for it (checked by TokenReview) and
@@ -278,31 +283,43 @@ func binaryRunnerConfined(t *testing.T, n *node.Node) {
 	assert.Regexp(t, `(?m)^Seccomp:\s+2$`, string(st), "the binary-runner runs under a seccomp filter (RuntimeDefault)")
 	assert.Regexp(t, `(?m)^Uid:\s+65532\s`, string(st), "the binary-runner runs as deploy/'s non-root uid")
 
-	metrics := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "binary-runner-metrics-from-test"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app.kubernetes.io/name": "fnrunner-binary-runner"},
-			Ports: []corev1.ServicePort{{Name: "metrics", Port: 9092, TargetPort: intstr.FromString("metrics")}}},
+	page := metricsPage(t, n, "fnrunner-binary-runner", 9092, "fnrunner_sandbox_layer_used")
+	layers := grep(page, "fnrunner_sandbox_layer_")
+	t.Logf("binary-runner's sandbox layers under RuntimeDefault:\n%s", layers)
+	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="base"} 1`, "the always-on layer")
+	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="landlock"} 1`, "Landlock needs no privilege")
+}
+
+// metricsPage reads the metrics page of a workload's pod (by its
+// app.kubernetes.io/name) through a NodePort Service of the test's to its
+// port named metrics, once it has want.
+func metricsPage(t *testing.T, n *node.Node, app string, port int32, want string) string {
+	t.Helper()
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: app + "-metrics-from-test"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app.kubernetes.io/name": app},
+			Ports: []corev1.ServicePort{{Name: "metrics", Port: port, TargetPort: intstr.FromString("metrics")}}},
 	}
-	require.NoError(t, c.Create(ctx, metrics))
+	if err := n.Kube.Client.Create(ctx, svc); err != nil {
+		require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc))
+	}
 	var page string
-	err = harness.Poll(time.Minute, time.Second, func() error {
-		resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", n.NodeIP, metrics.Spec.Ports[0].NodePort))
+	err := harness.Poll(time.Minute, time.Second, func() error {
+		resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", n.NodeIP, svc.Spec.Ports[0].NodePort))
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		page = string(body)
-		if err == nil && !strings.Contains(page, "fnrunner_sandbox_layer_used") {
-			err = fmt.Errorf("no sandbox layers on the binary-runner's metrics page")
+		if err == nil && !strings.Contains(page, want) {
+			err = fmt.Errorf("no %s on %s's metrics page", want, app)
 		}
 		return err
 	})
 	require.NoError(t, err)
-	layers := grep(page, "fnrunner_sandbox_layer_")
-	t.Logf("binary-runner's sandbox layers under RuntimeDefault:\n%s", layers)
-	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="base"} 1`, "the always-on layer")
-	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="landlock"} 1`, "Landlock needs no privilege")
+	return page
 }
 
 // podManagerPodDeleted: the StatefulSet starts the pod-manager again under
@@ -346,6 +363,122 @@ func podManagerPodDeleted(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl,
 	after := functionPods(t, c, fn)
 	require.Len(t, after, 1, "%s: its pods after the restart", fn)
 	assert.Equal(t, before[0].UID, after[0].UID, "%s: the pod was not adopted (a new one served)", fn)
+}
+
+// podManagerToPodIP: the pod-manager's StatefulSet changed to dial pods by
+// their IP (--pod-address=pod-ip, its Service then unused): the roll
+// replaces its pod, which adopts the function pods, and the function's next
+// call is served by the same pod.
+func podManagerToPodIP(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	before := functionPods(t, c, fn)
+	require.Len(t, before, 1, "%s: its pod before", fn)
+	var sts appsv1.StatefulSet
+	key := client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}
+	require.NoError(t, c.Get(ctx, key, &sts))
+	sts.Spec.Template.Spec.Containers[0].Args = append(sts.Spec.Template.Spec.Containers[0].Args, "--pod-address=pod-ip")
+	require.NoError(t, c.Update(ctx, &sts))
+	var pm corev1.Pod
+	err := harness.Poll(3*time.Minute, time.Second, func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm); err != nil {
+			return err
+		}
+		if !slices.Contains(pm.Spec.Containers[0].Args, "--pod-address=pod-ip") {
+			return fmt.Errorf("pod-manager pod not rolled yet")
+		}
+		for _, cond := range pm.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("rolled pod-manager pod not ready")
+	})
+	require.NoError(t, err, "\n%s", podReport(ctx, c))
+	var resp *pb.EvaluateFunctionResponse
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		var err error
+		resp, err = callClaimed(t, conn, n.Registry+"/fns/"+fn+":node", rl, time.Minute, nil)
+		return err
+	})
+	require.NoError(t, err, "%s after the roll\n%s", fn, podReport(ctx, c))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+	after := functionPods(t, c, fn)
+	require.Len(t, after, 1, "%s: its pods after the roll", fn)
+	assert.Equal(t, before[0].UID, after[0].UID, "%s: the pod was not adopted", fn)
+	assert.Contains(t, n.PodLogs(&pm, "pod-manager"), `"podAddress":"pod-ip"`, "the rolled pod-manager's start line")
+}
+
+// templateChanged: an edit of the base pod template (as an operator makes
+// one) rolls the function's pod: the next call gets a pod of the new
+// template, and the old pod goes.
+func templateChanged(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	before := functionPods(t, c, fn)
+	require.Len(t, before, 1, "%s: its pod before", fn)
+	var tpl corev1.PodTemplate
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "base-pod-template"}, &tpl))
+	for i, ctr := range tpl.Template.Spec.Containers {
+		if ctr.Name == "function" {
+			tpl.Template.Spec.Containers[i].Env = append(ctr.Env, corev1.EnvVar{Name: "EDITED_BY", Value: "an operator"})
+		}
+	}
+	require.NoError(t, c.Update(ctx, &tpl))
+	err := harness.Poll(2*time.Minute, time.Second, func() error {
+		if _, err := callClaimed(t, conn, n.Registry+"/fns/"+fn+":node", rl, time.Minute, nil); err != nil {
+			return err
+		}
+		for _, p := range functionPods(t, c, fn) {
+			if p.UID == before[0].UID {
+				return fmt.Errorf("the pod of the old template is still there")
+			}
+			for _, ctr := range p.Spec.Containers {
+				for _, e := range ctr.Env {
+					if e.Name == "EDITED_BY" {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("no pod of the edited template serves %s yet", fn)
+	})
+	require.NoError(t, err, "\n%s", podReport(ctx, c))
+}
+
+// ttlCollects: a function whose FunctionConfig gives a short timeToLive
+// loses its idle pod, and the pod's Service, at the pod-manager's next
+// scan after it.
+func ttlCollects(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/sn-ttl:node", harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/set-namespace", []string{"/set-namespace"}, nil))
+	image := claimForPods(t, n, "sn-ttl", func(p *v1alpha1.PodExecutorConfig) { p.TimeToLive = metav1.Duration{Duration: 5 * time.Second} })
+	_, err := callClaimed(t, conn, image, rl, 2*time.Minute, nil)
+	require.NoError(t, err, "\n%s", podReport(ctx, c))
+	pods := functionPods(t, c, "sn-ttl")
+	require.Len(t, pods, 1)
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		if left := functionPods(t, c, "sn-ttl"); len(left) > 0 {
+			return fmt.Errorf("pod %s still there", left[0].Name)
+		}
+		var svc corev1.Service
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pods[0].Name}, &svc); err == nil {
+			return fmt.Errorf("service %s still there", svc.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		fc := &unstructured.Unstructured{}
+		fc.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+		_ = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "sn-ttl"}, fc)
+		spec, _, _ := unstructured.NestedMap(fc.Object, "spec")
+		var pm corev1.Pod
+		_ = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm)
+		page := metricsPage(t, n, "fnrunner-pod-manager", 9093, "fnrunner_function_pods")
+		require.NoError(t, err, "the idle pod after its timeToLive (created %v, now %v)\nFunctionConfig spec %v\npod-manager args %v\n%s\n%s\n%s",
+			pods[0].CreationTimestamp, time.Now(), spec, pm.Spec.Containers[0].Args, podReport(ctx, c), grep(page, "fnrunner_function_pods"), grep(page, "fnrunner_pods_"))
+	}
 }
 
 // recordInput asks tests/testfns/record to take sleep before answering.
@@ -453,10 +586,13 @@ func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl strin
 
 // claimForPods makes a FunctionConfig claim the node registry's
 // fns/<name>:node for the pod executor, and returns that image.
-func claimForPods(t *testing.T, n *node.Node, name string) string {
+func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
 	t.Helper()
 	fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1alpha1.FunctionConfigSpec{
 		Image: name, Prefixes: []string{n.Registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
+	for _, f := range with {
+		f(fc.Spec.PodExecutor)
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
 	require.NoError(t, err)
 	u := &unstructured.Unstructured{Object: obj}

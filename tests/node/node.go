@@ -899,3 +899,16 @@ func KillContainer(id string) int {
 	}
 	return len(pids)
 }
+
+// PodLogs returns what a container of pod wrote, its restarts included:
+// the kubelet's log files below the node's /var/log/pods.
+func (n *Node) PodLogs(pod *corev1.Pod, container string) string {
+	dir := filepath.Join(n.dir, "var-log", "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), container)
+	entries, _ := os.ReadDir(dir)
+	var b strings.Builder
+	for _, e := range entries {
+		data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		b.Write(data)
+	}
+	return b.String()
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
@@ -47,7 +48,7 @@ func TestEveryServiceHasHelp(t *testing.T) {
 // outside a pod, it runs its entrypoint once per call.
 func TestWrapperServerOnItsOwn(t *testing.T) {
 	s := stack.Start(t, stack.Options{})
-	addr, err := s.StartWrapperServer("wrapper-server", []string{harness.Binary(t, "FNRUNNER_SET_NAMESPACE")})
+	addr, err := s.StartWrapperServer("wrapper-server", []string{harness.Binary(t, "FNRUNNER_SET_NAMESPACE")}, "--log-level=INFO")
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,6 +59,16 @@ func TestWrapperServerOnItsOwn(t *testing.T) {
 	resp, err := pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(stack.Input)})
 	require.NoError(t, err)
 	assert.Contains(t, string(resp.GetResourceList()), "namespace: prod")
+
+	// A call that fails is logged with the request id the caller (the
+	// pod-manager) passed on, and no JSON line has a key twice.
+	_, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(metadata.AppendToOutgoingContext(ctx, "fnrunner-request-id", "from-the-pod-manager-42"),
+		&pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte("apiVersion: v1\nkind: ConfigMap\n")})
+	require.Error(t, err)
+	harness.WaitFor(t, "the wrapper-server's line about the failed call", func() bool {
+		return strings.Contains(s.Log("wrapper-server"), `"request_id":"from-the-pod-manager-42"`)
+	}, func() string { return s.Log("wrapper-server") })
+	assert.Empty(t, harness.DuplicateKeys(s.Log("wrapper-server")), "wrapper-server logs a key twice")
 }
 
 // The gateway keeps serving the last executor table when the

@@ -27,11 +27,13 @@ import (
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
@@ -46,6 +48,56 @@ import (
 // namespace is deploy/base's.
 const namespace = "porch-fn-system"
 
+// setNamespaceInput asks set-namespace for namespace on-a-node.
+const setNamespaceInput = "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n    namespace: on-a-node\n"
+
+// TestHardenedOverlay: deploy/overlays/hardened on the node, where the
+// apiserver enforces Pod Security: fnrunner's own pods and the function
+// pods its template makes are admitted under "restricted" (a privileged pod
+// is not), and calls go through the binary-runner and a function pod. Its
+// NetworkPolicies are applied; the bridge CNI plugin does not enforce them.
+func TestHardenedOverlay(t *testing.T) {
+	n := node.Start(t)
+	ctx := context.Background()
+	c := n.Kube.Client
+	conn, _ := deployOverlay(t, n, "deploy/overlays/hardened")
+
+	var ns corev1.Namespace
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: namespace}, &ns))
+	assert.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"])
+	privileged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "privileged"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "c", Image: n.Registry + "/fnrunner/pause:1", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
+	err := c.Create(ctx, privileged)
+	require.Error(t, err, "a privileged pod was admitted: Pod Security is not enforced here")
+	assert.Contains(t, err.Error(), "violates PodSecurity")
+
+	var resp *pb.EvaluateFunctionResponse
+	err = harness.Poll(time.Minute, time.Second, func() error {
+		var err error
+		resp, err = callClaimed(t, conn, "set-namespace:v0.4.5", setNamespaceInput, 20*time.Second, nil)
+		return err
+	})
+	require.NoError(t, err, "a call through the binary-runner\n%s", podReport(ctx, c))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+
+	require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/sn-hardened:node", harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/set-namespace", []string{"/set-namespace"}, nil))
+	image := claimForPods(t, n, "sn-hardened")
+	resp, err = callClaimed(t, conn, image, setNamespaceInput, 2*time.Minute, nil)
+	require.NoError(t, err, "a call through a function pod\n%s", podReport(ctx, c))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+	pods := functionPods(t, c, "sn-hardened")
+	require.Len(t, pods, 1)
+	sc := pods[0].Spec.SecurityContext
+	require.NotNil(t, sc)
+	assert.True(t, sc.RunAsNonRoot != nil && *sc.RunAsNonRoot, "the function pod runs as non-root")
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
+	assert.False(t, pods[0].Spec.AutomountServiceAccountToken == nil || *pods[0].Spec.AutomountServiceAccountToken, "no API credentials in function pods")
+
+	var policies networkingv1.NetworkPolicyList
+	require.NoError(t, c.List(ctx, &policies, client.InNamespace(namespace)))
+	assert.NotEmpty(t, policies.Items, "the hardened NetworkPolicies are applied")
+}
+
 // TestDeployLocalOverlay: deploy/overlays/local applied as a user would
 // (the images pushed by tools/release, the release path, to the node's
 // registry and pinned by digest), every workload becomes ready under real
@@ -54,93 +106,10 @@ const namespace = "porch-fn-system"
 func TestDeployLocalOverlay(t *testing.T) {
 	n := node.Start(t)
 	ctx := context.Background()
-
-	// The release path: push every image, write an overlay over
-	// deploy/overlays/local pinning them.
-	overlay := t.TempDir()
-	local, err := filepath.Abs(harness.Runfile(t, "deploy/overlays/local"))
-	require.NoError(t, err)
-	// kustomize takes a base by a relative path only.
-	base, err := filepath.Rel(overlay, local)
-	require.NoError(t, err)
-	args := []string{"--repository", n.Registry + "/fnrunner", "--tag", "node", "--insecure", "--overlay", overlay, "--base", base}
-	for _, kv := range strings.Fields(os.Getenv("FNRUNNER_RELEASE_IMAGES")) {
-		name, path, _ := strings.Cut(kv, "=")
-		args = append(args, "--image", name+"="+harness.Runfile(t, path))
-	}
-	out, err := exec.Command(harness.Binary(t, "FNRUNNER_RELEASE"), args...).CombinedOutput()
-	require.NoError(t, err, "tools/release: %s", out)
-
-	opts := krusty.MakeDefaultOptions()
-	opts.LoadRestrictions = types.LoadRestrictionsNone // runfiles are links into the tree
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), overlay)
-	require.NoError(t, err, "kustomize build of the release overlay")
-	var objs []*unstructured.Unstructured
-	for _, r := range m.Resources() {
-		data, err := r.MarshalJSON()
-		require.NoError(t, err)
-		u := &unstructured.Unstructured{}
-		require.NoError(t, u.UnmarshalJSON(data))
-		objs = append(objs, u)
-	}
-	// Function images are looked up at the node's registry, a private
-	// address, which the pod-manager reaches only when told to.
-	for _, o := range objs {
-		if o.GetKind() == "StatefulSet" && o.GetName() == "fnrunner-pod-manager" {
-			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-			require.NoError(t, err)
-			c := containers[0].(map[string]any)
-			// --scan-interval: TTL collection looked for every 5 s,
-			// not every minute, for the TTL scenario.
-			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry, "--scan-interval=5s")
-			require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
-		}
-	}
-	apply(t, n.Kube.Client, objs)
-
-	var workloads []string
-	for _, o := range objs {
-		if o.GetKind() == "Deployment" || o.GetKind() == "StatefulSet" {
-			workloads = append(workloads, o.GetKind()+"/"+o.GetName())
-		}
-	}
-	sort.Strings(workloads)
-	require.NotEmpty(t, workloads)
-	err = harness.Poll(4*time.Minute, time.Second, func() error {
-		for _, w := range workloads {
-			kind, name, _ := strings.Cut(w, "/")
-			if err := ready(ctx, n.Kube.Client, kind, name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	require.NoError(t, err, "workloads not ready\n%s", podReport(ctx, n.Kube.Client))
-
-	// The gateway's Service, reached as porch-server would reach it but
-	// from outside the node: a NodePort on the node's address, through
-	// kube-proxy's rules.
-	var gw corev1.Service
-	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-gateway"}, &gw))
-	np := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "gateway-from-test"},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeNodePort,
-			Selector: gw.Spec.Selector,
-			Ports: []corev1.ServicePort{
-				{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)},
-				{Name: "metrics", Port: 9090, TargetPort: intstr.FromString("metrics")},
-			},
-		},
-	}
-	require.NoError(t, n.Kube.Client.Create(ctx, np))
-	addr := fmt.Sprintf("%s:%d", n.NodeIP, np.Spec.Ports[0].NodePort)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	rl := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: a\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: fn\n  data:\n    namespace: on-a-node\n"
+	conn, np := deployOverlay(t, n, "deploy/overlays/local")
+	rl := setNamespaceInput
 	var resp *pb.EvaluateFunctionResponse
-	err = harness.Poll(time.Minute, time.Second, func() error {
+	err := harness.Poll(time.Minute, time.Second, func() error {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		var err error
@@ -454,11 +423,17 @@ func ttlCollects(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
 	c := n.Kube.Client
 	require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/sn-ttl:node", harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/set-namespace", []string{"/set-namespace"}, nil))
 	image := claimForPods(t, n, "sn-ttl", func(p *v1alpha1.PodExecutorConfig) { p.TimeToLive = metav1.Duration{Duration: 5 * time.Second} })
-	_, err := callClaimed(t, conn, image, rl, 2*time.Minute, nil)
-	require.NoError(t, err, "\n%s", podReport(ctx, c))
+	// Twice: a call that reached a service whose table did not have the
+	// FunctionConfig yet (the config-reconciler writes status and streams
+	// the table at about the same time) ran it unclaimed; the next call's
+	// TTL applies to the pod.
+	for range 2 {
+		_, err := callClaimed(t, conn, image, rl, 2*time.Minute, nil)
+		require.NoError(t, err, "\n%s", podReport(ctx, c))
+	}
 	pods := functionPods(t, c, "sn-ttl")
 	require.Len(t, pods, 1)
-	err = harness.Poll(time.Minute, time.Second, func() error {
+	err := harness.Poll(time.Minute, time.Second, func() error {
 		if left := functionPods(t, c, "sn-ttl"); len(left) > 0 {
 			return fmt.Errorf("pod %s still there", left[0].Name)
 		}
@@ -584,6 +559,101 @@ func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl strin
 	assert.NoError(t, err, "\n%s", podReport(ctx, c))
 }
 
+// deployOverlay applies the overlay at dir (a path in the runfiles, e.g.
+// deploy/overlays/local) as a user would: every image pushed by
+// tools/release (the release path) to the node's registry and pinned by
+// digest in an overlay over it, kustomize build, server-side apply. It waits
+// for every workload to be ready under real probes, RBAC and Services, and
+// returns a connection to the gateway through a NodePort Service of the
+// test's (porch-server's view, from outside the node: kube-proxy's rules)
+// and that Service.
+func deployOverlay(t *testing.T, n *node.Node, dir string) (*grpc.ClientConn, *corev1.Service) {
+	t.Helper()
+	ctx := context.Background()
+	overlay := t.TempDir()
+	local, err := filepath.Abs(harness.Runfile(t, dir))
+	require.NoError(t, err)
+	// kustomize takes a base by a relative path only.
+	base, err := filepath.Rel(overlay, local)
+	require.NoError(t, err)
+	args := []string{"--repository", n.Registry + "/fnrunner", "--tag", "node", "--insecure", "--overlay", overlay, "--base", base}
+	for _, kv := range strings.Fields(os.Getenv("FNRUNNER_RELEASE_IMAGES")) {
+		name, path, _ := strings.Cut(kv, "=")
+		args = append(args, "--image", name+"="+harness.Runfile(t, path))
+	}
+	out, err := exec.Command(harness.Binary(t, "FNRUNNER_RELEASE"), args...).CombinedOutput()
+	require.NoError(t, err, "tools/release: %s", out)
+
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsNone // runfiles are links into the tree
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), overlay)
+	require.NoError(t, err, "kustomize build of the release overlay")
+	var objs []*unstructured.Unstructured
+	for _, r := range m.Resources() {
+		data, err := r.MarshalJSON()
+		require.NoError(t, err)
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(data))
+		objs = append(objs, u)
+	}
+	// Function images are looked up at the node's registry, a private
+	// address, which the pod-manager reaches only when told to.
+	for _, o := range objs {
+		if o.GetKind() == "StatefulSet" && o.GetName() == "fnrunner-pod-manager" {
+			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			require.NoError(t, err)
+			c := containers[0].(map[string]any)
+			// --scan-interval: TTL collection looked for every 5 s,
+			// not every minute, for the TTL scenario.
+			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry, "--scan-interval=5s")
+			require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
+		}
+	}
+	apply(t, n.Kube.Client, objs)
+
+	var workloads []string
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" || o.GetKind() == "StatefulSet" {
+			workloads = append(workloads, o.GetKind()+"/"+o.GetName())
+		}
+	}
+	sort.Strings(workloads)
+	require.NotEmpty(t, workloads)
+	err = harness.Poll(4*time.Minute, time.Second, func() error {
+		for _, w := range workloads {
+			kind, name, _ := strings.Cut(w, "/")
+			if err := ready(ctx, n.Kube.Client, kind, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err, "workloads not ready\n%s", podReport(ctx, n.Kube.Client))
+
+	// The gateway's Service, reached as porch-server would reach it but
+	// from outside the node: a NodePort on the node's address, through
+	// kube-proxy's rules.
+	var gw corev1.Service
+	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-gateway"}, &gw))
+	np := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "gateway-from-test"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: gw.Spec.Selector,
+			Ports: []corev1.ServicePort{
+				{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)},
+				{Name: "metrics", Port: 9090, TargetPort: intstr.FromString("metrics")},
+			},
+		},
+	}
+	require.NoError(t, n.Kube.Client.Create(ctx, np))
+	addr := fmt.Sprintf("%s:%d", n.NodeIP, np.Spec.Ports[0].NodePort)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn, np
+}
+
 // claimForPods makes a FunctionConfig claim the node registry's
 // fns/<name>:node for the pod executor, and returns that image.
 func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
@@ -598,6 +668,21 @@ func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
 	require.NoError(t, n.Kube.Client.Create(context.Background(), u))
+	// Until the config-reconciler has seen it, a call would run the image
+	// unclaimed, with the pod-manager's defaults (it runs unclaimed
+	// images, as porch does).
+	err = harness.Poll(time.Minute, 100*time.Millisecond, func() error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+		if err := n.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(fc), got); err != nil {
+			return err
+		}
+		if seen, _, _ := unstructured.NestedInt64(got.Object, "status", "functionRunnerObservedGeneration"); seen != got.GetGeneration() {
+			return fmt.Errorf("FunctionConfig %s: generation %d not observed yet", name, got.GetGeneration())
+		}
+		return nil
+	})
+	require.NoError(t, err)
 	return n.Registry + "/fns/" + name + ":node"
 }
 

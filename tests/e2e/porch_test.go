@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -59,21 +60,26 @@ func TestPorchRunnerCommandLine(t *testing.T) {
 		// porch's, as an overlay's patch would.
 		ours    []string
 		ignored string
+		// owner is the service the log names for ignored.
+		owner string
 		// runs: it serves until SIGTERM; otherwise it stops by itself
 		// after the flags (the pod-manager needs a cluster).
 		runs bool
 	}{
-		{"FNRUNNER_GATEWAY", []string{"--port=0", "--config-address=127.0.0.1:1", "--binary-runner-address=127.0.0.1:1"}, "--functions", true},
-		{"FNRUNNER_BINARY_RUNNER", []string{"--port=0", "--config-address=127.0.0.1:1"}, "--pod-namespace", true},
-		{"FNRUNNER_CONFIG_RECONCILER", []string{"--port=0", "--config-dir=" + t.TempDir()}, "--warm-up-pod-cache", true},
-		{"FNRUNNER_POD_MANAGER", []string{"--port=0", "--kubeconfig=/nonexistent"}, "--functions", false},
+		{"FNRUNNER_GATEWAY", []string{"--port=0", "--config-address=127.0.0.1:1", "--binary-runner-address=127.0.0.1:1"}, "--functions", "binary-runner", true},
+		{"FNRUNNER_BINARY_RUNNER", []string{"--port=0", "--config-address=127.0.0.1:1"}, "--pod-namespace", "pod-manager", true},
+		{"FNRUNNER_CONFIG_RECONCILER", []string{"--port=0", "--config-dir=" + t.TempDir()}, "--warm-up-pod-cache", "pod-manager", true},
+		{"FNRUNNER_POD_MANAGER", []string{"--port=0", "--kubeconfig=/nonexistent"}, "--functions", "binary-runner", false},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "log")
 			f, err := os.Create(out)
 			require.NoError(t, err)
 			defer f.Close()
-			cmd := exec.Command(harness.Binary(t, tc.service), append(append(append([]string(nil), argv...), "--metrics-address="), tc.ours...)...)
+			// Porch's deprecated flags too, as an older Deployment
+			// of porch's gives them.
+			args := append(append([]string(nil), argv...), "--config=/etc/porch/config.yaml", "--pod-cache-config=/etc/porch/pod-cache-config.yaml", "--metrics-address=")
+			cmd := exec.Command(harness.Binary(t, tc.service), append(args, tc.ours...)...)
 			cmd.Env, cmd.Stdout, cmd.Stderr = env, f, f
 			require.NoError(t, cmd.Start())
 			done := make(chan error, 1)
@@ -108,7 +114,8 @@ func TestPorchRunnerCommandLine(t *testing.T) {
 				assert.NotEqual(t, 2, exit.ExitCode(), "refused porch's flags:\n%s", log())
 			}
 			assert.Equal(t, 1, strings.Count(log(), "porch function-runner flags accepted and ignored"), "\n%s", log())
-			assert.Contains(t, log(), tc.ignored)
+			assert.Contains(t, log(), fmt.Sprintf("%q:%q", tc.ignored, tc.owner), "the ignored flag and the service that acts on it")
+			assert.Equal(t, 2, strings.Count(log(), "deprecated porch flag accepted and ignored"), "--config and --pod-cache-config, each with a warning:\n%s", log())
 			assert.NotContains(t, log(), "flag provided but not defined")
 		})
 	}

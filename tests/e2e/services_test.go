@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -173,4 +174,26 @@ func TestRunnersRefuseAMissingSandboxLayer(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The binary executor gives a function the variables --function-env names
+// from the binary-runner's environment, and no other of them.
+func TestFunctionEnvAllowList(t *testing.T) {
+	t.Setenv("FNRUNNER_PASSED_ON", "through")
+	t.Setenv("FNRUNNER_KEPT_BACK", "a secret")
+	script := filepath.Join(t.TempDir(), "print-env")
+	require.NoError(t, os.WriteFile(script, []byte(`#!/bin/bash
+cat >/dev/null
+printf 'apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: env\n  data:\n    passed: "%s"\n    kept: "%s"\n' "$FNRUNNER_PASSED_ON" "$FNRUNNER_KEPT_BACK"
+`), 0o755))
+	s := stack.Start(t, stack.Options{
+		Functions:        map[string]string{"print-env": script},
+		Configs:          map[string]string{"print-env.yaml": "apiVersion: config.porch.kpt.dev/v1alpha1\nkind: FunctionConfig\nmetadata:\n  name: print-env\nspec:\n  image: print-env\n  prefixes: [example.com/test]\n  binaryExecutor:\n    tags: [v1]\n    path: print-env\n"},
+		BinaryRunnerArgs: []string{"--function-env=FNRUNNER_PASSED_ON"},
+	})
+	resp, err := call(t, s, "example.com/test/print-env:v1", stack.Input, time.Minute)
+	require.NoError(t, err)
+	out := string(resp.GetResourceList())
+	assert.Regexp(t, `passed: "?through"?\n`, out, "a variable --function-env names")
+	assert.Regexp(t, `kept: (""|'')\n`, out, "a variable it does not name")
 }

@@ -77,7 +77,8 @@ func waitForSpans(t *testing.T, sink *tracesink.Sink, want ...string) []tracesin
 func TestTraceContinuesFromPorchThroughTheBinaryRunner(t *testing.T) {
 	sink := tracesink.Start(t)
 	sink.Setenv(t)
-	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--log-level=INFO"}, BinaryRunnerArgs: []string{"--log-level=INFO"}})
+	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--log-level=INFO"}, BinaryRunnerArgs: []string{"--log-level=INFO"},
+		Configs: map[string]string{"test-functions.yaml": testFunctions}})
 
 	id, err := callAsPorch(t, s, "set-namespace:v0.4.5")
 	require.NoError(t, err)
@@ -107,6 +108,16 @@ func TestTraceContinuesFromPorchThroughTheBinaryRunner(t *testing.T) {
 		}
 		return nil
 	}), "gateway log:\n%s", s.Log("gateway"))
+	// One that fails in the binary-runner (a function that exits 1): the
+	// binary-runner's line about it carries the same id.
+	id, err = callAsPorch(t, s, "example.com/test/crash:v1")
+	require.Equal(t, codes.Internal, status.Code(err), "%v", err)
+	require.NoError(t, harness.Poll(10*time.Second, 50*time.Millisecond, func() error {
+		if !strings.Contains(s.Log("binary-runner"), `"request_id":"`+id+`"`) {
+			return fmt.Errorf("no binary-runner log line with request id %s", id)
+		}
+		return nil
+	}), "binary-runner log:\n%s", s.Log("binary-runner"))
 
 	for _, name := range []string{"gateway", "binary-runner", "config-reconciler"} {
 		assertNoDuplicateKeys(t, name, s.Log(name))

@@ -300,23 +300,33 @@ func podManagerPodDeleted(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl,
 	before := functionPods(t, c, fn)
 	require.Len(t, before, 1, "%s: its pod before", fn)
 	var pm corev1.Pod
-	key := client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}
-	require.NoError(t, c.Get(ctx, key, &pm))
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm))
 	require.NoError(t, c.Delete(ctx, &pm))
+	podManagerReplaced(t, n, conn, rl, fn, before[0], func(p corev1.Pod) bool { return p.UID != pm.UID })
+}
+
+// podManagerReplaced waits until the pod-manager's pod is one that replaced
+// says is new and ready, calls fn until it answers, and checks that its pod
+// before, and no other, served it: the new pod-manager adopted it. It
+// returns the new pod-manager pod.
+func podManagerReplaced(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string, before corev1.Pod, replaced func(corev1.Pod) bool) corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	c := n.Kube.Client
+	var pm corev1.Pod
 	err := harness.Poll(3*time.Minute, time.Second, func() error {
-		var p corev1.Pod
-		if err := c.Get(ctx, key, &p); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm); err != nil {
 			return err
 		}
-		if p.UID == pm.UID {
-			return fmt.Errorf("pod-manager pod %s not replaced yet", p.Name)
+		if !replaced(pm) {
+			return fmt.Errorf("pod-manager pod %s not replaced yet", pm.Name)
 		}
-		for _, cond := range p.Status.Conditions {
+		for _, cond := range pm.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
 				return nil
 			}
 		}
-		return fmt.Errorf("new pod-manager pod %s not ready", p.Name)
+		return fmt.Errorf("new pod-manager pod %s not ready", pm.Name)
 	})
 	require.NoError(t, err, "\n%s", podReport(ctx, c))
 	// The gateway dials the replica again (its headless Service's SRV
@@ -327,11 +337,12 @@ func podManagerPodDeleted(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl,
 		resp, err = callClaimed(t, conn, n.Registry+"/fns/"+fn+":node", rl, time.Minute, nil)
 		return err
 	})
-	require.NoError(t, err, "%s after the pod-manager's restart\n%s", fn, podReport(ctx, c))
+	require.NoError(t, err, "%s after the pod-manager's pod was replaced\n%s", fn, podReport(ctx, c))
 	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
 	after := functionPods(t, c, fn)
-	require.Len(t, after, 1, "%s: its pods after the restart", fn)
-	assert.Equal(t, before[0].UID, after[0].UID, "%s: the pod was not adopted (a new one served)", fn)
+	require.Len(t, after, 1, "%s: its pods after the pod-manager's pod was replaced", fn)
+	assert.Equal(t, before.UID, after[0].UID, "%s: the pod was not adopted (a new one served)", fn)
+	return pm
 }
 
 // podManagerToPodIP: the pod-manager's StatefulSet changed to dial pods by
@@ -348,33 +359,9 @@ func podManagerToPodIP(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn
 	require.NoError(t, c.Get(ctx, key, &sts))
 	sts.Spec.Template.Spec.Containers[0].Args = append(sts.Spec.Template.Spec.Containers[0].Args, "--pod-address=pod-ip")
 	require.NoError(t, c.Update(ctx, &sts))
-	var pm corev1.Pod
-	err := harness.Poll(3*time.Minute, time.Second, func() error {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm); err != nil {
-			return err
-		}
-		if !slices.Contains(pm.Spec.Containers[0].Args, "--pod-address=pod-ip") {
-			return fmt.Errorf("pod-manager pod not rolled yet")
-		}
-		for _, cond := range pm.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("rolled pod-manager pod not ready")
+	pm := podManagerReplaced(t, n, conn, rl, fn, before[0], func(p corev1.Pod) bool {
+		return slices.Contains(p.Spec.Containers[0].Args, "--pod-address=pod-ip")
 	})
-	require.NoError(t, err, "\n%s", podReport(ctx, c))
-	var resp *pb.EvaluateFunctionResponse
-	err = harness.Poll(time.Minute, time.Second, func() error {
-		var err error
-		resp, err = callClaimed(t, conn, n.Registry+"/fns/"+fn+":node", rl, time.Minute, nil)
-		return err
-	})
-	require.NoError(t, err, "%s after the roll\n%s", fn, podReport(ctx, c))
-	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
-	after := functionPods(t, c, fn)
-	require.Len(t, after, 1, "%s: its pods after the roll", fn)
-	assert.Equal(t, before[0].UID, after[0].UID, "%s: the pod was not adopted", fn)
 	assert.Contains(t, n.PodLogs(&pm, "pod-manager"), `"podAddress":"pod-ip"`, "the rolled pod-manager's start line")
 }
 

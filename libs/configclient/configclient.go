@@ -87,8 +87,9 @@ const coverWait = 2 * time.Second
 // this service.
 func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Tables {
 	want, routed := executortable.SnapshotOf(ctx)
+	enough := func(t *executortable.Tables) bool { return t != nil && (!routed || t.Covers(want)) }
 	t, changed := c.Current()
-	if t != nil && (!routed || t.Covers(want)) {
+	if enough(t) {
 		return t
 	}
 	if t != nil {
@@ -102,7 +103,7 @@ func (c *Client) Await(ctx context.Context, max time.Duration) *executortable.Ta
 		case <-ctx.Done():
 			return c.tables.Load()
 		}
-		if t, changed = c.Current(); t != nil && (!routed || t.Covers(want)) {
+		if t, changed = c.Current(); enough(t) {
 			return t
 		}
 	}

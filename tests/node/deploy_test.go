@@ -60,7 +60,7 @@ func TestHardenedOverlay(t *testing.T) {
 	n := node.Start(t)
 	ctx := context.Background()
 	c := n.Kube.Client
-	conn, _ := deployOverlay(t, n, "deploy/overlays/hardened")
+	conn := deployOverlay(t, n, "deploy/overlays/hardened")
 
 	var ns corev1.Namespace
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: namespace}, &ns))
@@ -106,14 +106,12 @@ func TestHardenedOverlay(t *testing.T) {
 func TestDeployLocalOverlay(t *testing.T) {
 	n := node.Start(t)
 	ctx := context.Background()
-	conn, np := deployOverlay(t, n, "deploy/overlays/local")
+	conn := deployOverlay(t, n, "deploy/overlays/local")
 	rl := setNamespaceInput
 	var resp *pb.EvaluateFunctionResponse
 	err := harness.Poll(time.Minute, time.Second, func() error {
-		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
 		var err error
-		resp, err = pb.NewFunctionEvaluatorClient(conn).EvaluateFunction(cctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(rl)})
+		resp, err = callClaimed(t, conn, "set-namespace:v0.4.5", rl, 20*time.Second, nil)
 		return err
 	})
 	require.NoError(t, err, "a call through the gateway's NodePort\n%s", podReport(ctx, n.Kube.Client))
@@ -125,23 +123,7 @@ func TestDeployLocalOverlay(t *testing.T) {
 	// the StatefulSet's headless Service with its EndpointSlices.
 	var sts appsv1.StatefulSet
 	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}, &sts))
-	metrics := fmt.Sprintf("http://%s:%d/metrics", n.NodeIP, np.Spec.Ports[1].NodePort)
-	want := fmt.Sprintf("fnrunner_gateway_pod_manager_replicas %d", *sts.Spec.Replicas)
-	var page string
-	err = harness.Poll(time.Minute, time.Second, func() error {
-		resp, err := http.Get(metrics)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		page = string(body)
-		if err == nil && !strings.Contains(page, want+"\n") {
-			err = fmt.Errorf("no %q on the gateway's metrics page", want)
-		}
-		return err
-	})
-	require.NoError(t, err, "the gateway's SRV lookup\n%s", grep(page, "fnrunner_gateway_pod_manager"))
+	metricsPage(t, n, "fnrunner-gateway", 9090, fmt.Sprintf("fnrunner_gateway_pod_manager_replicas %d\n", *sts.Spec.Replicas))
 
 	// The pod executor on the node: set-namespace in images of its own
 	// (one with an entrypoint, one with only a command), claimed by
@@ -238,14 +220,7 @@ func binaryRunnerConfined(t *testing.T, n *node.Node) {
 	var pods corev1.PodList
 	require.NoError(t, c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": "fnrunner-binary-runner"}))
 	require.NotEmpty(t, pods.Items)
-	p := pods.Items[0]
-	var id string
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == "binary-runner" {
-			_, id, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
-	procs := node.ContainerProcesses(id)
+	procs := node.ContainerProcesses(containerID(pods.Items[0], "binary-runner"))
 	require.NotEmpty(t, procs, "the binary-runner container's processes")
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", procs[0]))
 	require.NoError(t, err)
@@ -257,6 +232,18 @@ func binaryRunnerConfined(t *testing.T, n *node.Node) {
 	t.Logf("binary-runner's sandbox layers under RuntimeDefault:\n%s", layers)
 	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="base"} 1`, "the always-on layer")
 	assert.Contains(t, layers, `fnrunner_sandbox_layer_used{layer="landlock"} 1`, "Landlock needs no privilege")
+}
+
+// containerID is the runtime's ID of a container of p (without its
+// "containerd://" scheme), "" before it started.
+func containerID(p corev1.Pod, container string) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container {
+			_, id, _ := strings.Cut(cs.ContainerID, "://")
+			return id
+		}
+	}
+	return ""
 }
 
 // metricsPage reads the metrics page of a workload's pod (by its
@@ -283,11 +270,11 @@ func metricsPage(t *testing.T, n *node.Node, app string, port int32, want string
 		body, err := io.ReadAll(resp.Body)
 		page = string(body)
 		if err == nil && !strings.Contains(page, want) {
-			err = fmt.Errorf("no %s on %s's metrics page", want, app)
+			err = fmt.Errorf("no %q on %s's metrics page", want, app)
 		}
 		return err
 	})
-	require.NoError(t, err)
+	require.NoError(t, err, "%s", grep(page, strings.Fields(want)[0]))
 	return page
 }
 
@@ -459,12 +446,7 @@ func containerKilledMidCall(t *testing.T, n *node.Node, conn *grpc.ClientConn) {
 	require.NoError(t, err, "\n%s", podReport(ctx, c))
 	pods := functionPods(t, c, "record")
 	require.Len(t, pods, 1)
-	var id string
-	for _, cs := range pods[0].Status.ContainerStatuses {
-		if cs.Name == "function" {
-			_, id, _ = strings.Cut(cs.ContainerID, "://")
-		}
-	}
+	id := containerID(pods[0], "function")
 	require.NotEmpty(t, id, "the function container's ID")
 
 	answer := make(chan error, 1)
@@ -552,9 +534,8 @@ func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl strin
 // digest in an overlay over it, kustomize build, server-side apply. It waits
 // for every workload to be ready under real probes, RBAC and Services, and
 // returns a connection to the gateway through a NodePort Service of the
-// test's (porch-server's view, from outside the node: kube-proxy's rules)
-// and that Service.
-func deployOverlay(t *testing.T, n *node.Node, dir string) (*grpc.ClientConn, *corev1.Service) {
+// test's (porch-server's view, from outside the node: kube-proxy's rules).
+func deployOverlay(t *testing.T, n *node.Node, dir string) *grpc.ClientConn {
 	t.Helper()
 	ctx := context.Background()
 	overlay := t.TempDir()
@@ -627,10 +608,7 @@ func deployOverlay(t *testing.T, n *node.Node, dir string) (*grpc.ClientConn, *c
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeNodePort,
 			Selector: gw.Spec.Selector,
-			Ports: []corev1.ServicePort{
-				{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)},
-				{Name: "metrics", Port: 9090, TargetPort: intstr.FromString("metrics")},
-			},
+			Ports:    []corev1.ServicePort{{Name: "grpc", Port: 9445, TargetPort: intstr.FromInt32(9445)}},
 		},
 	}
 	require.NoError(t, n.Kube.Client.Create(ctx, np))
@@ -638,7 +616,7 @@ func deployOverlay(t *testing.T, n *node.Node, dir string) (*grpc.ClientConn, *c
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	return conn, np
+	return conn
 }
 
 // claimForPods makes a FunctionConfig claim the node registry's

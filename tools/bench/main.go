@@ -5,6 +5,7 @@
 //	                   inputs through the go and binary executors and as a bare exec, side by side
 //	bench sandbox      (tools/bazel run //tools/bench:sandbox) set-namespace run by fnexec in each
 //	                   sandbox layer set, with and without warm helpers, beside a bare exec
+//	bench path         (tools/bazel run //tools/bench:path) the binary executor's call hop by hop
 package main
 
 import (
@@ -23,7 +24,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
+	"github.com/fnrunner/fnrunner/libs/executortable"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
@@ -43,6 +46,9 @@ Commands:
   sandbox  set-namespace on a 2 KB input run the way the binary-runner runs it (package fnexec),
            in each sandbox layer set, with warm helpers and without, beside a bare exec
            (tools/bazel run //tools/bench:sandbox)
+  path     the binary executor's 2 KB call hop by hop: bare exec, fnexec, a binary-runner called
+           directly, through the gateway, for --sandbox=none and the always-on layers, beside the
+           go executor; interleaved and paired (tools/bazel run //tools/bench:path)
 `
 
 func main() {
@@ -59,6 +65,8 @@ func main() {
 		err = catalogCmd(ctx, os.Args[2:], os.Stdout)
 	case "sandbox":
 		err = sandboxCmd(ctx, os.Args[2:], os.Stdout)
+	case "path":
+		err = pathCmd(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:
@@ -405,6 +413,113 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v | %v | %v | %s |\n", r.name, s.Calls, s.Errors,
 			round(s.P50), round(s.P90), round(s.P99), round(s.P50-bare.P50), round(s.P50-none.P50), paired)
+		if s.FirstError != nil {
+			fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
+		}
+	}
+	return nil
+}
+
+// pathCmd breaks the binary executor's path down hop by hop: the same 2 KB
+// set-namespace call as a bare exec, through fnexec in this process, sent
+// to a binary-runner directly, and through a gateway in front of it, for
+// --sandbox=none and the always-on layers, beside the go executor direct and
+// through its gateway. The rows are interleaved and paired, so each
+// difference between two rows is what that hop or that work adds.
+func pathCmd(ctx context.Context, args []string, out io.Writer) error {
+	var bins localstack.Binaries
+	var setNamespace string
+	fs := flag.NewFlagSet("bench path", flag.ContinueOnError)
+	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
+	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
+	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
+	fs.StringVar(&bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
+	fs.StringVar(&setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
+	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
+	n := fs.Int("n", 400, "Rounds; a round is one call of each row.")
+	size := fs.Int("size", 2<<10, "Input size in bytes.")
+	layers := fs.String("layers", "base,landlock,uid", "The sandbox layer set compared with --sandbox=none.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &bins.Fnsandbox, &setNamespace} {
+		if *p == "" {
+			return errors.New("binaries not given: run tools/bazel run //tools/bench:path")
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	functionsDir, err := os.MkdirTemp("", "bench-functions-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(functionsDir)
+	if err := os.Symlink(setNamespace, filepath.Join(functionsDir, "set-namespace")); err != nil {
+		return err
+	}
+	input := load.SetNamespaceInput(*size)
+	const image = "set-namespace:v0.4.5"
+
+	names := []string{"bare exec (os/exec)", "fnexec --sandbox=none, in the bench's process"}
+	calls := []load.Call{bareExec(setNamespace, input), func(ctx context.Context) error {
+		_, err := fnexec.Run(ctx, []string{setNamespace}, bytes.NewReader(input), fnexec.Options{})
+		return err
+	}}
+	// One stack per executor and layer set, each started once and idle but
+	// for its own rows' calls.
+	for _, st := range []struct {
+		executor, disable, sandbox string
+	}{
+		{"binary", "go,pod", "none"},
+		{"binary", "go,pod", *layers},
+		{"go", "binary,pod", "none"},
+	} {
+		s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
+			GatewayArgs:      []string{"--disable-runtimes=" + st.disable},
+			BinaryRunnerArgs: []string{"--sandbox=" + st.sandbox}})
+		if err == nil {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err = s.WaitServing(wctx)
+			cancel()
+		}
+		defer s.Stop(30 * time.Second)
+		if err != nil {
+			return err
+		}
+		gw, err := dial(s.GatewayAddress)
+		if err != nil {
+			return err
+		}
+		defer gw.Close()
+		runner, err := dial(s.BinaryRunnerAddress)
+		if err != nil {
+			return err
+		}
+		defer runner.Close()
+		direct := load.Evaluate(pb.NewFunctionEvaluatorClient(runner), image, input, time.Minute)
+		executor := st.executor
+		label := st.executor + " executor"
+		if st.executor == "binary" {
+			label += ", --sandbox=" + st.sandbox
+		}
+		names = append(names, label+", binary-runner called directly", label+", through the gateway")
+		calls = append(calls, func(ctx context.Context) error {
+			// As the gateway sends it: the executor named.
+			return direct(metadata.AppendToOutgoingContext(ctx, executortable.Header, executor))
+		}, load.Evaluate(pb.NewFunctionEvaluatorClient(gw), image, input, time.Minute))
+	}
+	for _, c := range calls {
+		_ = load.Run(ctx, 3, 1, c) // warm connections, caches and helpers
+	}
+	fmt.Fprintf(out, "set-namespace v0.4.5 on %d bytes, %d interleaved rounds, one call at a time;\n"+
+		"paired = the median over rounds of (this call - the bare exec's in the same round)\n\n", len(input), *n)
+	fmt.Fprintf(out, "| row | n | errors | p50 | p90 | paired over bare exec |\n|---|---|---|---|---|---|\n")
+	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	for i, s := range load.Interleaved(ctx, *n, calls) {
+		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v |\n", names[i], s.Calls, s.Errors, round(s.P50), round(s.P90), round(s.PairedP50))
 		if s.FirstError != nil {
 			fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
 		}

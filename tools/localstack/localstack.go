@@ -77,8 +77,10 @@ type Stack struct {
 	ConfigAddress string
 	// PodManagerAddress is the pod-manager's host:port, if one runs.
 	PodManagerAddress string
-	cfg               Config
-	procs             []*process
+	// BinaryRunnerAddress is the binary-runner's host:port, if one runs.
+	BinaryRunnerAddress string
+	cfg                 Config
+	procs               []*process
 }
 
 type process struct {
@@ -211,6 +213,7 @@ func Start(cfg Config) (*Stack, error) {
 		if runnerAddress, err = FreeAddress(); err != nil {
 			return s, err
 		}
+		s.BinaryRunnerAddress = runnerAddress
 		if err := s.start("binary-runner", cfg.Binaries.BinaryRunner, runnerAddress,
 			s.binaryRunnerFlags(runnerAddress), cfg.extra(cfg.BinaryRunnerArgs)); err != nil {
 			return s, err

@@ -34,6 +34,7 @@ import (
 	"github.com/fnrunner/fnrunner/tests/tracesink"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 	"github.com/fnrunner/fnrunner/tools/localstack"
+	"github.com/fnrunner/fnrunner/tools/procstat"
 )
 
 const usage = `Usage: bench COMMAND [flags]
@@ -439,6 +440,7 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	n := fs.Int("n", 400, "Rounds; a round is one call of each row.")
 	size := fs.Int("size", 2<<10, "Input size in bytes.")
 	layers := fs.String("layers", "base,landlock,uid", "The sandbox layer set compared with --sandbox=none.")
+	idle := fs.Duration("idle", 20*time.Second, "How long the services' idle CPU is read, before the rounds.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -469,7 +471,14 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}}
 	// One stack per executor and layer set, each started once and idle but
-	// for its own rows' calls.
+	// for its own rows' calls. Each one's services' CPU time is read idle
+	// and around the rounds.
+	type stackCPU struct {
+		label string
+		pids  map[string]int
+	}
+	var stacks []stackCPU
+	services := []string{"gateway", "binary-runner", "config-reconciler"}
 	for _, st := range []struct {
 		executor, disable, sandbox string
 	}{
@@ -505,6 +514,13 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 		if st.executor == "binary" {
 			label += ", --sandbox=" + st.sandbox
 		}
+		pids := map[string]int{}
+		for _, name := range services {
+			if pids[name], err = s.Pid(name); err != nil {
+				return err
+			}
+		}
+		stacks = append(stacks, stackCPU{label: label, pids: pids})
 		names = append(names, label+", binary-runner called directly", label+", through the gateway")
 		calls = append(calls, func(ctx context.Context) error {
 			// As the gateway sends it: the executor named.
@@ -514,15 +530,49 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	for _, c := range calls {
 		_ = load.Run(ctx, 3, 1, c) // warm connections, caches and helpers
 	}
+	cpu := func() []map[string]time.Duration {
+		out := make([]map[string]time.Duration, len(stacks))
+		for i, st := range stacks {
+			out[i] = map[string]time.Duration{}
+			for name, pid := range st.pids {
+				out[i][name], _ = procstat.CPUTime(pid)
+			}
+		}
+		return out
+	}
+	idleStart, t0 := cpu(), time.Now()
+	time.Sleep(*idle)
+	idleEnd, idleWall := cpu(), time.Since(t0)
 	fmt.Fprintf(out, "set-namespace v0.4.5 on %d bytes, %d interleaved rounds, one call at a time;\n"+
 		"paired = the median over rounds of (this call - the bare exec's in the same round)\n\n", len(input), *n)
 	fmt.Fprintf(out, "| row | n | errors | p50 | p90 | paired over bare exec |\n|---|---|---|---|---|---|\n")
 	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	for i, s := range load.Interleaved(ctx, *n, calls) {
+	busyStart, t1 := cpu(), time.Now()
+	results := load.Interleaved(ctx, *n, calls)
+	busyEnd, busyWall := cpu(), time.Since(t1)
+	for i, s := range results {
 		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v |\n", names[i], s.Calls, s.Errors, round(s.P50), round(s.P90), round(s.PairedP50))
 		if s.FirstError != nil {
 			fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
 		}
+	}
+	// A stack's gateway answers one call a round, its binary-runner two
+	// (called directly, and through the gateway). What a service uses
+	// idle (health checks, the table's stream) goes on during the rounds:
+	// its idle rate is taken off.
+	fmt.Fprintf(out, "\nCPU time of each stack's services (utime + stime, 10 ms ticks): idle over %v, in millicores;\n"+
+		"during the rounds, per call the service answered, its idle rate over the rounds' %v taken off\n\n", idleWall.Round(time.Second), busyWall.Round(time.Second))
+	fmt.Fprintf(out, "| stack | gateway idle | binary-runner idle | config-reconciler idle | gateway per call | binary-runner per call |\n|---|---|---|---|---|---|\n")
+	millicores := func(d time.Duration) string { return fmt.Sprintf("%.1fm", 1000*d.Seconds()/idleWall.Seconds()) }
+	for i, st := range stacks {
+		idleOf := func(name string) time.Duration { return idleEnd[i][name] - idleStart[i][name] }
+		perCall := func(name string, calls int) time.Duration {
+			busy := busyEnd[i][name] - busyStart[i][name] - time.Duration(float64(idleOf(name))*busyWall.Seconds()/idleWall.Seconds())
+			return busy / time.Duration(calls)
+		}
+		fmt.Fprintf(out, "| %s | %s | %s | %s | %v | %v |\n", st.label,
+			millicores(idleOf("gateway")), millicores(idleOf("binary-runner")), millicores(idleOf("config-reconciler")),
+			round(perCall("gateway", *n)), round(perCall("binary-runner", 2**n)))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // PeakRSS is the process's peak resident set size (VmHWM) in bytes, since it
@@ -43,6 +44,39 @@ func Peaks(pids map[string]int) (func() map[string]int64, error) {
 		}
 		return out
 	}, nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
+// every architecture Linux runs Go on).
+const userHZ = 100
+
+// CPUTime is the CPU time the process's own threads have used, in user and
+// kernel mode together (utime + stime; children it waited for are not
+// counted), to 10 ms.
+func CPUTime(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses: state
+	// is the first, utime the 12th and stime the 13th.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("pid %d: unexpected stat %q", pid, stat)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("pid %d: unexpected stat %q", pid, stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("pid %d: stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // OpenFiles counts the process's open file descriptors.

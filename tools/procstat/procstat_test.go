@@ -3,7 +3,9 @@ package procstat
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,4 +50,23 @@ func TestListFindsThisProcess(t *testing.T) {
 	assert.Contains(t, self[0].Cmdline, filepath.Base(os.Args[0]))
 	assert.NotEmpty(t, self[0].PIDNamespace)
 	assert.NotEqual(t, byte('Z'), self[0].State)
+}
+
+// CPUTime agrees with the kernel's other account of the same process,
+// getrusage(RUSAGE_SELF), to its 10 ms unit (and the ticks each rounds).
+func TestCPUTimeAgreesWithGetrusage(t *testing.T) {
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for used() < 200*time.Millisecond {
+		// use CPU until the kernel has counted some
+	}
+	got, err := CPUTime(os.Getpid())
+	require.NoError(t, err)
+	want := used()
+	assert.InDelta(t, want.Seconds(), got.Seconds(), 0.05, "CPUTime %v, getrusage %v", got, want)
+	_, err = CPUTime(1 << 30)
+	require.Error(t, err, "CPUTime of a process that does not exist")
 }

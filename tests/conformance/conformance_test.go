@@ -1,7 +1,10 @@
 // Conformance: every case of the KRM catalog corpus (../shared/krm-corpus
 // and ../shared/krm-corpus-next/examples, see CORPUS.md there) and of this
 // package's testdata (starlark cases in the same format; their expected
-// diffs are made by hand from the function's documentation), rendered
+// diffs are made by hand from the function's documentation, but for
+// comments-kept's, which is what kpt's own render library gave through
+// porch's path: starlark drops every comment and sorts every map, and kpt
+// restores both from its input after each function), rendered
 // (`kpt fn render`) or evaluated (`kpt fn eval`: testType eval, or an
 // exec.sh running kpt fn eval) through the gateway, once with the go
 // executor and once with the binary executor, must give the expected exit

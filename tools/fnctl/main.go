@@ -64,6 +64,22 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxBytes, "max-message-size", 64*1024*1024, "Largest gRPC message sent or received, in bytes (the gateway applies its own limit).")
 }
 
+// perCallDeadline gives each function call of a render its own deadline
+// (--timeout), as eval's one call has: a pipeline of many steps is not
+// bounded by one step's deadline.
+type perCallDeadline struct {
+	client  pb.FunctionEvaluatorClient
+	timeout time.Duration
+}
+
+var _ kptrender.Evaluator = perCallDeadline{}
+
+func (p perCallDeadline) EvaluateFunction(ctx context.Context, req *pb.EvaluateFunctionRequest, opts ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.client.EvaluateFunction(ctx, req, opts...)
+}
+
 // dial connects to the gateway; a call that fails has its request id
 // (the gateway's, the trace id when tracing is on) printed to stderr, so
 // an operator can find it in the services' logs and traces.
@@ -236,11 +252,10 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer conn.Close()
-	cctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
 	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
-	list, err := kptrender.Render(cctx, dir, pb.NewFunctionEvaluatorClient(conn), kptrender.Options{Progress: stderr, MapImage: mapImage})
+	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
+	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage})
 	if list != nil {
 		for _, item := range list.Items {
 			printItem(stderr, item, *truncate)

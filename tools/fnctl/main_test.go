@@ -12,8 +12,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/fnrunner/fnrunner/libs/kptrender"
+	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
@@ -143,5 +145,31 @@ func TestTruncateOutput(t *testing.T) {
 		for _, n := range c.not {
 			assert.NotContains(t, out.String(), n, "truncate=%v", c.truncate)
 		}
+	}
+}
+
+// deadlineRecorder is a client that keeps the context of each call.
+type deadlineRecorder struct{ calls []context.Context }
+
+func (r *deadlineRecorder) EvaluateFunction(ctx context.Context, _ *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	r.calls = append(r.calls, ctx)
+	return &pb.EvaluateFunctionResponse{}, nil
+}
+
+// Each function call of a render gets --timeout of its own, not a share of
+// one deadline for the whole pipeline, and its context ends with the call.
+func TestRenderDeadlineIsPerCall(t *testing.T) {
+	rec := &deadlineRecorder{}
+	ev := perCallDeadline{client: rec, timeout: time.Hour}
+	for range 2 {
+		before := time.Now()
+		_, err := ev.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{})
+		require.NoError(t, err)
+		d, ok := rec.calls[len(rec.calls)-1].Deadline()
+		require.True(t, ok, "the call has no deadline")
+		assert.False(t, d.Before(before.Add(time.Hour)), "deadline %v is less than --timeout from the call's start %v", d, before)
+	}
+	for i, ctx := range rec.calls {
+		assert.Error(t, ctx.Err(), "call %d's context still open after it returned", i)
 	}
 }

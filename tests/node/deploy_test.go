@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -60,7 +61,7 @@ func TestHardenedOverlay(t *testing.T) {
 	n := node.Start(t)
 	ctx := context.Background()
 	c := n.Kube.Client
-	conn := deployOverlay(t, n, "deploy/overlays/hardened")
+	conn := deployOverlay(t, n, "deploy/overlays/hardened", nil)
 
 	var ns corev1.Namespace
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: namespace}, &ns))
@@ -106,10 +107,12 @@ func TestHardenedOverlay(t *testing.T) {
 func TestDeployLocalOverlay(t *testing.T) {
 	n := node.Start(t)
 	ctx := context.Background()
-	conn := deployOverlay(t, n, "deploy/overlays/local")
+	priv, err := n.PrivateRegistry(t)
+	require.NoError(t, err, "private registry")
+	conn := deployOverlay(t, n, "deploy/overlays/local", priv)
 	rl := setNamespaceInput
 	var resp *pb.EvaluateFunctionResponse
-	err := harness.Poll(time.Minute, time.Second, func() error {
+	err = harness.Poll(time.Minute, time.Second, func() error {
 		var err error
 		resp, err = callClaimed(t, conn, "set-namespace:v0.4.5", rl, 20*time.Second, nil)
 		return err
@@ -178,6 +181,7 @@ func TestDeployLocalOverlay(t *testing.T) {
 	t.Run("pod template changed", func(t *testing.T) { templateChanged(t, n, conn, rl, "sn-cmd") })
 	t.Run("function container killed mid-call", func(t *testing.T) { containerKilledMidCall(t, n, conn) })
 	t.Run("image that cannot be pulled", func(t *testing.T) { unpullableImage(t, n, conn, rl) })
+	t.Run("private image with its pull secret", func(t *testing.T) { privateImage(t, n, conn, rl, priv) })
 	t.Run("idle pod collected after its timeToLive", func(t *testing.T) { ttlCollects(t, n, conn, rl) })
 
 	// Each binary-runner pod's report reached the config-reconciler with
@@ -528,6 +532,58 @@ func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl strin
 	assert.NoError(t, err, "\n%s", podReport(ctx, c))
 }
 
+// privateImage: a function image in a private registry (TLS with a
+// self-signed CA, basic auth), given to the pod-manager as porch's runner
+// is given one. The pod-manager looks the image up with the credentials and
+// the CA, and makes the pull Secret its pods name; the kubelet hands the
+// Secret's credentials to containerd, which trusts the CA by its certs.d
+// and has no credentials of its own. The registry refuses every request
+// without the credentials.
+func privateImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string, priv *node.PrivateRegistry) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	img, err := node.BinaryImage(harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/set-namespace", []string{"/set-namespace"}, nil)
+	require.NoError(t, err)
+	// A layer of its own: containerd has set-namespace's layer from the
+	// other images already, and would fetch nothing.
+	own, err := random.Layer(256, ggcrtypes.DockerLayer)
+	require.NoError(t, err)
+	img, err = mutate.AppendLayers(img, own)
+	require.NoError(t, err)
+	require.NoError(t, priv.Push(priv.Host+"/fns/sn-private:node", img))
+	image := claimAt(t, n, priv.Host, "sn-private")
+	resp, err := callClaimed(t, conn, image, rl, 2*time.Minute, nil)
+	require.NoError(t, err, "a call of an image in the private registry\n%s", podReport(ctx, c))
+	assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+
+	pods := functionPods(t, c, "sn-private")
+	require.Len(t, pods, 1)
+	require.Equal(t, []corev1.LocalObjectReference{{Name: "auth-secret"}}, pods[0].Spec.ImagePullSecrets, "the pod names porch's pull Secret (--registry-auth-secret-name)")
+	var secret corev1.Secret
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "auth-secret"}, &secret))
+	assert.Equal(t, corev1.SecretTypeDockerConfigJson, secret.Type)
+	assert.JSONEq(t, string(priv.DockerConfigJSON()), string(secret.Data[corev1.DockerConfigJsonKey]), "the pull Secret holds the mounted credentials")
+
+	// Who fetched what: containerd (its own User-Agent) pulled the layer
+	// with the credentials, over TLS it verified; the pod-manager read the
+	// manifest with them.
+	var pulledLayer, lookedUp bool
+	var refused int
+	for _, r := range priv.Requests() {
+		switch {
+		case !r.Authorized:
+			refused++
+		case strings.HasPrefix(r.UserAgent, "containerd/") && r.Method == http.MethodGet && strings.Contains(r.Path, "/fns/sn-private/blobs/"):
+			pulledLayer = true
+		case !strings.HasPrefix(r.UserAgent, "containerd/") && strings.Contains(r.Path, "/fns/sn-private/manifests/"):
+			lookedUp = true
+		}
+	}
+	assert.True(t, pulledLayer, "containerd pulled no layer with the credentials: %+v", priv.Requests())
+	assert.True(t, lookedUp, "the pod-manager read no manifest with the credentials: %+v", priv.Requests())
+	t.Logf("private registry: %d requests, %d refused for want of credentials (the anonymous first tries)", len(priv.Requests()), refused)
+}
+
 // deployOverlay applies the overlay at dir (a path in the runfiles, e.g.
 // deploy/overlays/local) as a user would: every image pushed by
 // tools/release (the release path) to the node's registry and pinned by
@@ -535,7 +591,12 @@ func unpullableImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl strin
 // for every workload to be ready under real probes, RBAC and Services, and
 // returns a connection to the gateway through a NodePort Service of the
 // test's (porch-server's view, from outside the node: kube-proxy's rules).
-func deployOverlay(t *testing.T, n *node.Node, dir string) *grpc.ClientConn {
+//
+// With priv, the pod-manager is given the private registry as porch's
+// function runner is given one: its credentials (a dockerconfigjson Secret
+// at --registry-auth-secret-path, --enable-private-registries) and its CA
+// (a Secret at --tls-secret-path, --enable-private-registries-tls).
+func deployOverlay(t *testing.T, n *node.Node, dir string, priv *node.PrivateRegistry) *grpc.ClientConn {
 	t.Helper()
 	ctx := context.Background()
 	overlay := t.TempDir()
@@ -566,15 +627,34 @@ func deployOverlay(t *testing.T, n *node.Node, dir string) *grpc.ClientConn {
 	}
 	// Function images are looked up at the node's registry, a private
 	// address, which the pod-manager reaches only when told to.
+	allowed := []string{n.Registry}
+	if priv != nil {
+		allowed = append(allowed, priv.Host)
+		objs = append(objs, secretObject("fnrunner-registry-auth", corev1.SecretTypeDockerConfigJson, corev1.DockerConfigJsonKey, priv.DockerConfigJSON()),
+			secretObject("fnrunner-registry-ca", corev1.SecretTypeOpaque, "ca.crt", priv.CA))
+	}
 	for _, o := range objs {
 		if o.GetKind() == "StatefulSet" && o.GetName() == "fnrunner-pod-manager" {
-			containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			spec, _, err := unstructured.NestedMap(o.Object, "spec", "template", "spec")
 			require.NoError(t, err)
-			c := containers[0].(map[string]any)
+			c := spec["containers"].([]any)[0].(map[string]any)
 			// --scan-interval: TTL collection looked for every 5 s,
 			// not every minute, for the TTL scenario.
-			c["args"] = append(c["args"].([]any), "--allowed-registries="+n.Registry, "--scan-interval=5s")
-			require.NoError(t, unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers"))
+			args := append(c["args"].([]any), "--allowed-registries="+strings.Join(allowed, ","), "--scan-interval=5s")
+			if priv != nil {
+				// porch's flags, their paths porch's defaults.
+				args = append(args, "--enable-private-registries", "--enable-private-registries-tls")
+				mounts, _ := c["volumeMounts"].([]any)
+				c["volumeMounts"] = append(mounts,
+					map[string]any{"name": "registry-auth", "mountPath": "/var/tmp/config-secret", "readOnly": true},
+					map[string]any{"name": "registry-ca", "mountPath": "/var/tmp/tls-secret", "readOnly": true})
+				volumes, _ := spec["volumes"].([]any)
+				spec["volumes"] = append(volumes,
+					map[string]any{"name": "registry-auth", "secret": map[string]any{"secretName": "fnrunner-registry-auth"}},
+					map[string]any{"name": "registry-ca", "secret": map[string]any{"secretName": "fnrunner-registry-ca"}})
+			}
+			c["args"] = args
+			require.NoError(t, unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec"))
 		}
 	}
 	apply(t, n.Kube.Client, objs)
@@ -619,12 +699,32 @@ func deployOverlay(t *testing.T, n *node.Node, dir string) *grpc.ClientConn {
 	return conn
 }
 
+// secretObject is a Secret in namespace with one key.
+func secretObject(name string, typ corev1.SecretType, key string, value []byte) *unstructured.Unstructured {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Type: typ, Data: map[string][]byte{key: value}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sec)
+	if err != nil {
+		panic(err) // a Secret always converts
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("v1")
+	u.SetKind("Secret")
+	return u
+}
+
 // claimForPods makes a FunctionConfig claim the node registry's
 // fns/<name>:node for the pod executor, and returns that image.
 func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
 	t.Helper()
+	return claimAt(t, n, n.Registry, name, with...)
+}
+
+// claimAt makes a FunctionConfig claim registry's fns/<name>:node for the
+// pod executor, and returns that image.
+func claimAt(t *testing.T, n *node.Node, registry, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
+	t.Helper()
 	fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1alpha1.FunctionConfigSpec{
-		Image: name, Prefixes: []string{n.Registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
+		Image: name, Prefixes: []string{registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
 	for _, f := range with {
 		f(fc.Spec.PodExecutor)
 	}
@@ -648,7 +748,7 @@ func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha
 		return nil
 	})
 	require.NoError(t, err)
-	return n.Registry + "/fns/" + name + ":node"
+	return registry + "/fns/" + name + ":node"
 }
 
 // callClaimed calls image through conn, again while the answer is NotFound

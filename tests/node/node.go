@@ -388,30 +388,7 @@ func (n *Node) registry(t *testing.T) (string, error) {
 // PushBinaryImage pushes an image of one file, bin at path, with the
 // entrypoint and cmd given, to ref (in the node's registry, plain HTTP).
 func PushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		return err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return err
-	}
-	img, err = mutate.Config(img, v1.Config{Entrypoint: entrypoint, Cmd: cmd})
+	img, err := BinaryImage(bin, path, entrypoint, cmd)
 	if err != nil {
 		return err
 	}
@@ -420,6 +397,35 @@ func PushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
 		return err
 	}
 	return remote.Write(r, img)
+}
+
+// BinaryImage is an image of one file, bin at path, with the entrypoint
+// and cmd given.
+func BinaryImage(bin, path string, entrypoint, cmd []string) (v1.Image, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Config(img, v1.Config{Entrypoint: entrypoint, Cmd: cmd})
 }
 
 // startHolder starts the process that holds the node's namespaces: in its

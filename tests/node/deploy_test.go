@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -44,6 +45,7 @@ import (
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/node"
+	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
 // namespace is deploy/base's.
@@ -183,6 +185,8 @@ func TestDeployLocalOverlay(t *testing.T) {
 	t.Run("image that cannot be pulled", func(t *testing.T) { unpullableImage(t, n, conn, rl) })
 	t.Run("private image with its pull secret", func(t *testing.T) { privateImage(t, n, conn, rl, priv) })
 	t.Run("idle pod collected after its timeToLive", func(t *testing.T) { ttlCollects(t, n, conn, rl) })
+	// Last: it replaces fnrunner's templates with porch's for good.
+	t.Run("porch's own templates and wrapper-server", func(t *testing.T) { porchTemplates(t, n, conn, rl) })
 
 	// Each binary-runner pod's report reached the config-reconciler with
 	// the token the kubelet projected for it (checked by TokenReview) and
@@ -582,6 +586,76 @@ func privateImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string, 
 	assert.True(t, pulledLayer, "containerd pulled no layer with the credentials: %+v", priv.Requests())
 	assert.True(t, lookedUp, "the pod-manager read no manifest with the credentials: %+v", priv.Requests())
 	t.Logf("private registry: %d requests, %d refused for want of credentials (the anonymous first tries)", len(priv.Requests()), refused)
+}
+
+// porchTemplates: porch's own pod and Service templates
+// (22-function-templates.yaml, unchanged) put in place of fnrunner's, as an
+// operator switching from porch has them, with porch's function-pod image:
+// porch's wrapper-server v1.5.8 and grpc-health-probe v0.4.11 built from the
+// module proxy, laid out as porch's image (docker.io/nephio/porch-wrapper-server,
+// which the node mirrors). The pod-manager starts pods of them: the init
+// container copies porch's binaries with cp as user nonroot, the kubelet's
+// exec probes run grpc-health-probe, and porch's wrapper-server, given only
+// the flags it has, serves the call.
+func porchTemplates(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
+	ctx := context.Background()
+	c := n.Kube.Client
+	wrapperServer := harness.Binary(t, "FNRUNNER_PORCH_WRAPPER_SERVER")
+	img, err := node.PorchWrapperImage(wrapperServer, harness.Binary(t, "FNRUNNER_PORCH_GRPC_HEALTH_PROBE"), harness.Binary(t, "FNRUNNER_BUSYBOX"))
+	require.NoError(t, err)
+	require.NoError(t, node.PushImage(n.Registry+"/nephio/porch-wrapper-server:latest", img))
+	// Replaced whole (PUT), not merged into fnrunner's by an apply.
+	for _, o := range porchfiles.Objects(t, "22-function-templates.yaml") {
+		have := &unstructured.Unstructured{}
+		have.SetGroupVersionKind(o.GroupVersionKind())
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(o), have), "%s %s", o.GetKind(), o.GetName())
+		o.SetResourceVersion(have.GetResourceVersion())
+		require.NoError(t, c.Update(ctx, o), "%s %s", o.GetKind(), o.GetName())
+	}
+	require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/sn-porch:node", harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/set-namespace", []string{"/set-namespace"}, nil))
+	image := claimForPods(t, n, "sn-porch")
+	for _, round := range []string{"cold", "warm"} {
+		start := time.Now()
+		resp, err := callClaimed(t, conn, image, rl, 2*time.Minute, &start)
+		require.NoError(t, err, "%s call through porch's templates\n%s", round, podReport(ctx, c))
+		assert.Contains(t, string(resp.GetResourceList()), "namespace: on-a-node")
+		t.Logf("porch's templates: %s call in %v", round, time.Since(start).Round(time.Millisecond))
+	}
+
+	pods := functionPods(t, c, "sn-porch")
+	require.Len(t, pods, 1)
+	pod := pods[0]
+	require.Len(t, pod.Spec.InitContainers, 1)
+	assert.Equal(t, "docker.io/nephio/porch-wrapper-server:latest", pod.Spec.InitContainers[0].Image)
+	assert.Equal(t, []string{"cp", "-a", "/home/nonroot/wrapper-server/.", "/wrapper-server-tools"}, pod.Spec.InitContainers[0].Command)
+	var fnc corev1.Container
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == "function" {
+			fnc = ctr
+		}
+	}
+	assert.Equal(t, []string{"/wrapper-server-tools/wrapper-server"}, fnc.Command)
+	assert.NotContains(t, fnc.Args, "--max-queue", "a flag porch's wrapper-server does not have")
+	require.NotNil(t, fnc.ReadinessProbe)
+	require.NotNil(t, fnc.ReadinessProbe.Exec, "porch's exec probe")
+	assert.Equal(t, "/wrapper-server-tools/grpc-health-probe", fnc.ReadinessProbe.Exec.Command[0])
+
+	// The process serving in the function container is porch's
+	// wrapper-server: the file it runs is the one built from porch's module.
+	want, err := os.ReadFile(wrapperServer)
+	require.NoError(t, err)
+	var found bool
+	for _, pid := range node.ContainerProcesses(containerID(pod, "function")) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !strings.HasPrefix(string(cmdline), "/wrapper-server-tools/wrapper-server\x00") {
+			continue
+		}
+		exe, err := os.ReadFile(fmt.Sprintf("/proc/%d/exe", pid))
+		require.NoError(t, err)
+		found = bytes.Equal(exe, want)
+		assert.True(t, found, "pid %d runs /wrapper-server-tools/wrapper-server, but not porch's", pid)
+	}
+	assert.True(t, found, "no process of porch's wrapper-server in the function container\n%s", podReport(ctx, c))
 }
 
 // deployOverlay applies the overlay at dir (a path in the runfiles, e.g.

@@ -392,6 +392,11 @@ func PushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
 	if err != nil {
 		return err
 	}
+	return PushImage(ref, img)
+}
+
+// PushImage pushes img to ref, in the node's registry (plain HTTP).
+func PushImage(ref string, img v1.Image) error {
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
 		return err
@@ -406,18 +411,7 @@ func BinaryImage(bin, path string, entrypoint, cmd []string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(path, "/"), Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	layer, err := layerOf([]layerEntry{{header: tar.Header{Name: path, Mode: 0o755, Typeflag: tar.TypeReg}, data: data}})
 	if err != nil {
 		return nil, err
 	}
@@ -426,6 +420,72 @@ func BinaryImage(bin, path string, entrypoint, cmd []string) (v1.Image, error) {
 		return nil, err
 	}
 	return mutate.Config(img, v1.Config{Entrypoint: entrypoint, Cmd: cmd})
+}
+
+// PorchWrapperImage is porch's function-pod image laid out as porch's
+// func/Dockerfile-wrapperserver lays it out (v1.5.8): its wrapper-server
+// and grpc-health-probe, root's and mode 0555, in /home/nonroot/wrapper-server,
+// a cp (busybox, alpine's there) on the PATH, and user nonroot (10001).
+func PorchWrapperImage(wrapperServer, healthProbe, busybox string) (v1.Image, error) {
+	var entries []layerEntry
+	for _, d := range []struct {
+		path     string
+		uid, gid int
+	}{{"/bin", 0, 0}, {"/etc", 0, 0}, {"/home", 0, 0}, {"/home/nonroot", 10001, 10001}, {"/home/nonroot/wrapper-server", 0, 0}} {
+		entries = append(entries, layerEntry{header: tar.Header{Name: d.path + "/", Mode: 0o755, Uid: d.uid, Gid: d.gid, Typeflag: tar.TypeDir}})
+	}
+	for _, f := range []struct {
+		from, path string
+		mode       int64
+	}{{busybox, "/bin/busybox", 0o755}, {wrapperServer, "/home/nonroot/wrapper-server/wrapper-server", 0o555}, {healthProbe, "/home/nonroot/wrapper-server/grpc-health-probe", 0o555}} {
+		data, err := os.ReadFile(f.from)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, layerEntry{header: tar.Header{Name: f.path, Mode: f.mode, Typeflag: tar.TypeReg}, data: data})
+	}
+	for _, applet := range []string{"cp", "sh"} {
+		entries = append(entries, layerEntry{header: tar.Header{Name: "/bin/" + applet, Linkname: "busybox", Mode: 0o777, Typeflag: tar.TypeSymlink}})
+	}
+	entries = append(entries,
+		layerEntry{header: tar.Header{Name: "/etc/passwd", Mode: 0o644, Typeflag: tar.TypeReg}, data: []byte("root:x:0:0:root:/root:/bin/sh\nnonroot:x:10001:10001::/home/nonroot:/bin/sh\n")},
+		layerEntry{header: tar.Header{Name: "/etc/group", Mode: 0o644, Typeflag: tar.TypeReg}, data: []byte("root:x:0:\nnonroot:x:10001:\n")})
+	layer, err := layerOf(entries)
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Config(img, v1.Config{User: "nonroot:nonroot", Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
+}
+
+// layerEntry is one file, directory or link of a layer.
+type layerEntry struct {
+	header tar.Header
+	data   []byte
+}
+
+// layerOf is a layer of the entries, in their order.
+func layerOf(entries []layerEntry) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := e.header
+		h.Name = strings.TrimPrefix(h.Name, "/")
+		h.Size = int64(len(e.data))
+		if err := tw.WriteHeader(&h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
 }
 
 // startHolder starts the process that holds the node's namespaces: in its
@@ -556,6 +616,17 @@ func (n *Node) writeContainerdConfig(root, pauseImage, sock string) error {
 	}
 	hosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
 	if err := os.WriteFile(filepath.Join(certs, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		return err
+	}
+	// docker.io is mirrored by the node's registry, as an air-gapped
+	// cluster mirrors it: porch's own templates name
+	// docker.io/nephio/porch-wrapper-server, unchanged.
+	mirror := filepath.Join(n.dir, "certs.d", "docker.io")
+	if err := os.MkdirAll(mirror, 0o755); err != nil {
+		return err
+	}
+	mirrorHosts := fmt.Sprintf("server = \"https://registry-1.docker.io\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
+	if err := os.WriteFile(filepath.Join(mirror, "hosts.toml"), []byte(mirrorHosts), 0o644); err != nil {
 		return err
 	}
 	cniConf := filepath.Join(n.dir, "cni")

@@ -13,7 +13,7 @@ load(":porchrender.bzl", "porchrender_binary")
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @porchrender and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -87,7 +87,18 @@ def fnrunner_dependencies():
         exports = ["root/usr/bin/prometheus", "root/usr/bin/promtool"],
     )
 
-    # porch's render path (kptops + porch's gRPC runtime), from its own module.
+    # The cp of porch's function-pod image (alpine's busybox there), for
+    # tests/node's image of porch's wrapper-server: Debian's static busybox.
+    node_packages(
+        name = "busybox_package",
+        packages = {
+            "busybox-static": ["1:1.35.0-4+deb12u1+b1", "3d3fdbe91d4660c873e14b092c213fe81c1da6362daa236eb25d0171eb108744"],
+        },
+        exports = ["root/bin/busybox"],
+    )
+
+    # porch's render path (kptops + porch's gRPC runtime), from its own module;
+    # porch's wrapper-server and grpc-health-probe from the same module.
     porchrender_binary(
         name = "porchrender",
         go_mod = Label("//tools/porchrender:go.mod"),

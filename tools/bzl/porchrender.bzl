@@ -1,5 +1,7 @@
 """porchrender_binary: tools/porchrender, porch's render path (kpt's kptops
-with porch's gRPC function runtime), built from its own wrapper module.
+with porch's gRPC function runtime), built from its own wrapper module, and
+from the same module the two binaries porch's function-pod image holds:
+porch's wrapper-server and grpc-health-probe (its go.mod's tool lines).
 
 The module's go.mod and go.sum are checked in under tools/porchrender/;
 `go build -mod=readonly` verifies every module against that go.sum (sums of
@@ -9,6 +11,10 @@ into the fnrunner cache, keyed by the module's files and the Go version.
 """
 
 load(":go_repos.bzl", "ENV_PASSTHROUGH", "execute", "fnrunner_cache_dir", "go_env", "host_go", "sha256_of", "verified_download")
+
+# The main packages of porch's function-pod image (func/Dockerfile-wrapperserver).
+PORCH_WRAPPER_SERVER = "github.com/nephio-project/porch/func/wrapper-server"
+GRPC_HEALTH_PROBE = "github.com/grpc-ecosystem/grpc-health-probe"
 
 def _porchrender_binary_impl(rctx):
     files = {name: rctx.read(label) for name, label in [("go.mod", rctx.attr.go_mod), ("go.sum", rctx.attr.go_sum), ("main.go", rctx.attr.main)]}
@@ -24,14 +30,16 @@ def _porchrender_binary_impl(rctx):
         tmp = cached + ".tmp"
         execute(rctx, ["rm", "-rf", tmp], "clean")
         execute(rctx, ["mkdir", "-p", tmp], "mkdir")
-        execute(
-            rctx,
-            [host_go(rctx), "build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/porchrender", "."],
-            "build porchrender",
-            working_directory = work,
-            environment = go_env(rctx),
-            timeout = 3600,
-        )
+        # porch's image builds both with CGO_ENABLED=0, as go_env has it.
+        for out, pkg in [("porchrender", "."), ("wrapper-server", PORCH_WRAPPER_SERVER), ("grpc-health-probe", GRPC_HEALTH_PROBE)]:
+            execute(
+                rctx,
+                [host_go(rctx), "build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/" + out, pkg],
+                "build " + out,
+                working_directory = work,
+                environment = go_env(rctx),
+                timeout = 3600,
+            )
         execute(rctx, ["touch", tmp + "/.built"], "stamp")
         res = rctx.execute(["mv", "-T", tmp, cached])
         if res.return_code != 0:
@@ -40,17 +48,19 @@ def _porchrender_binary_impl(rctx):
 
     # A copy, not a link: the test data must not change under Bazel if the cache is cleaned.
     execute(rctx, ["mkdir", "-p", "bin"], "mkdir bin")
-    execute(rctx, ["cp", cached + "/porchrender", "bin/porchrender"], "copy porchrender")
+    for out in ["porchrender", "wrapper-server", "grpc-health-probe"]:
+        execute(rctx, ["cp", cached + "/" + out, "bin/" + out], "copy " + out)
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
-# porch's render path as a command (tools/porchrender).
-exports_files(["bin/porchrender"])
+# porch's render path as a command (tools/porchrender); porch's wrapper-server
+# (v1.5.8) and grpc-health-probe (v0.4.11), as porch's function-pod image has them.
+exports_files(["bin/porchrender", "bin/wrapper-server", "bin/grpc-health-probe"])
 """)
 
 porchrender_binary = repository_rule(
     implementation = _porchrender_binary_impl,
-    doc = "tools/porchrender built from its wrapper module through the Go module proxy, cached per machine.",
+    doc = "tools/porchrender, porch's wrapper-server and grpc-health-probe, built from tools/porchrender's module through the Go module proxy, cached per machine.",
     attrs = {
         "go_mod": attr.label(mandatory = True, allow_single_file = True),
         "go_sum": attr.label(mandatory = True, allow_single_file = True),

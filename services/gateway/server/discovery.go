@@ -57,6 +57,11 @@ type DiscoveredReplicas struct {
 	replicas Replicas
 	closers  map[string]func()
 
+	// lookingUp, while a lookup for calls that found no replica runs,
+	// is closed when it ends: the calls meanwhile share it.
+	lookingUpMu sync.Mutex
+	lookingUp   chan struct{}
+
 	// found is how many replicas calls are spread over (found by the last
 	// lookup that succeeded, and dialled);
 	// failures counts the lookups that failed (the last replicas stay).
@@ -91,18 +96,63 @@ func (d *DiscoveredReplicas) Collectors() []prometheus.Collector {
 }
 
 // Run refreshes the replicas every interval until ctx ends, then closes
-// their connections.
+// their connections. While none is found (a new install, the StatefulSet
+// scaled from zero) it looks again every emptyInterval, if that is sooner.
 func (d *DiscoveredReplicas) Run(ctx context.Context, interval time.Duration) {
 	defer d.close()
 	for {
 		if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("pod-manager replicas not refreshed: the last ones found stay", "error", err)
 		}
+		wait := interval
+		if len(d.current()) == 0 {
+			wait = min(interval, emptyInterval)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-time.After(wait):
 		}
+	}
+}
+
+// emptyInterval is how often Run looks again while no replica is found.
+const emptyInterval = time.Second
+
+// lookupTimeout bounds a lookup that calls wait for.
+const lookupTimeout = 5 * time.Second
+
+// lookUpForCalls refreshes the replicas for calls that found none, one
+// lookup for the calls that come meanwhile, and waits for it or ctx.
+func (d *DiscoveredReplicas) lookUpForCalls(ctx context.Context) {
+	d.lookingUpMu.Lock()
+	if len(d.current()) > 0 {
+		// A lookup ended since the caller looked: it found some.
+		d.lookingUpMu.Unlock()
+		return
+	}
+	done := d.lookingUp
+	if done == nil {
+		done = make(chan struct{})
+		d.lookingUp = done
+		go func() {
+			// Not a call's context: the lookup serves every call
+			// waiting, whichever ends first.
+			lctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+			defer cancel()
+			if err := d.Refresh(lctx); err != nil {
+				d.log.Warn("pod-manager replicas looked up for a call: none found", "error", err)
+			}
+			d.lookingUpMu.Lock()
+			d.lookingUp = nil
+			d.lookingUpMu.Unlock()
+			close(done)
+		}()
+	}
+	d.lookingUpMu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
@@ -176,8 +226,14 @@ func (d *DiscoveredReplicas) close() {
 	d.closers, d.replicas = map[string]func(){}, nil
 }
 
-// Evaluate implements Executor over the replicas found last.
+// Evaluate implements Executor over the replicas found last. With none
+// found yet, the call looks them up first (once, shared with the calls
+// meanwhile) rather than fail while a replica may be there: Run looks
+// only every interval.
 func (d *DiscoveredReplicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
+	if len(d.current()) == 0 {
+		d.lookUpForCalls(ctx)
+	}
 	return d.current().Evaluate(ctx, ref, req)
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/sendonce"
 )
 
 // named answers with its address.
@@ -52,9 +54,6 @@ func TestDiscoveredReplicasFollowTheLookup(t *testing.T) {
 		return out
 	}
 
-	_, err := d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
-	require.Error(t, err, "no replica before the first lookup")
-
 	require.NoError(t, d.Refresh(ctx))
 	assert.ElementsMatch(t, []string{"pm-0:9449", "pm-1:9449"}, keys(owners()))
 	assert.Equal(t, 2.0, testutil.ToFloat64(d.found))
@@ -88,4 +87,64 @@ func keys(m map[string]int) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A call that finds no replica (a new install whose pod-manager became
+// ready after the gateway's last lookup) looks them up itself, one lookup
+// for every call waiting, instead of failing until the next interval; when
+// that lookup finds none either, the call fails not sent.
+func TestCallsWithNoReplicaLookUpOnce(t *testing.T) {
+	var mu sync.Mutex
+	var found []string
+	lookups := 0
+	release := make(chan struct{})
+	d := NewDiscoveredReplicas(slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func(context.Context) ([]string, error) {
+			<-release
+			mu.Lock()
+			defer mu.Unlock()
+			lookups++
+			return append([]string(nil), found...), nil
+		},
+		func(addr string) (Replica, func(), error) {
+			return Replica{Address: addr, Client: named(addr)}, func() {}, nil
+		})
+	ctx := context.Background()
+
+	close(release)
+	_, err := d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+	var notSent *sendonce.NotSentError
+	require.ErrorAs(t, err, &notSent, "no replica found: the call is not sent")
+	assert.Equal(t, 1, lookups)
+
+	// The pod-manager appears; eight calls at once share one lookup.
+	mu.Lock()
+	found, lookups = []string{"pm-0:9449"}, 0
+	mu.Unlock()
+	release = make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var resp *evalwire.Response
+			resp, errs[i] = d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+			if errs[i] == nil {
+				assert.Equal(t, "pm-0:9449", string(resp.Log))
+			}
+		}()
+	}
+	// Every call is waiting on the lookup before it answers.
+	require.Eventually(t, func() bool {
+		d.lookingUpMu.Lock()
+		defer d.lookingUpMu.Unlock()
+		return d.lookingUp != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "call %d", i)
+	}
+	assert.Equal(t, 1, lookups, "calls that came together looked up once")
 }

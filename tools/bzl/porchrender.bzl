@@ -30,6 +30,7 @@ def _porchrender_binary_impl(rctx):
         tmp = cached + ".tmp"
         execute(rctx, ["rm", "-rf", tmp], "clean")
         execute(rctx, ["mkdir", "-p", tmp], "mkdir")
+
         # porch's image builds both with CGO_ENABLED=0, as go_env has it.
         for out, pkg in [("porchrender", "."), ("wrapper-server", PORCH_WRAPPER_SERVER), ("grpc-health-probe", GRPC_HEALTH_PROBE)]:
             execute(

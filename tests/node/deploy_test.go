@@ -304,7 +304,7 @@ func podManagerPodDeleted(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl,
 // says is new and ready, calls fn until it answers, and checks that its pod
 // before, and no other, served it: the new pod-manager adopted it. It
 // returns the new pod-manager pod.
-func podManagerReplaced(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string, before corev1.Pod, replaced func(corev1.Pod) bool) corev1.Pod {
+func podManagerReplaced(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn string, before corev1.Pod, replaced func(corev1.Pod) bool) corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
 	c := n.Kube.Client
@@ -344,7 +344,7 @@ func podManagerReplaced(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, f
 // their IP (--pod-address=pod-ip, its Service then unused): the roll
 // replaces its pod, which adopts the function pods, and the function's next
 // call is served by the same pod.
-func podManagerToPodIP(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
+func podManagerToPodIP(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
 	ctx := context.Background()
 	c := n.Kube.Client
 	before := functionPods(t, c, fn)
@@ -670,7 +670,7 @@ func porchTemplates(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string
 // function runner is given one: its credentials (a dockerconfigjson Secret
 // at --registry-auth-secret-path, --enable-private-registries) and its CA
 // (a Secret at --tls-secret-path, --enable-private-registries-tls).
-func deployOverlay(t *testing.T, n *node.Node, dir string, priv *node.PrivateRegistry) *grpc.ClientConn {
+func deployOverlay(t testing.TB, n *node.Node, dir string, priv *node.PrivateRegistry) *grpc.ClientConn {
 	t.Helper()
 	ctx := context.Background()
 	overlay := t.TempDir()
@@ -788,14 +788,14 @@ func secretObject(name string, typ corev1.SecretType, key string, value []byte) 
 
 // claimForPods makes a FunctionConfig claim the node registry's
 // fns/<name>:node for the pod executor, and returns that image.
-func claimForPods(t *testing.T, n *node.Node, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
+func claimForPods(t testing.TB, n *node.Node, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
 	t.Helper()
 	return claimAt(t, n, n.Registry, name, with...)
 }
 
 // claimAt makes a FunctionConfig claim registry's fns/<name>:node for the
 // pod executor, and returns that image.
-func claimAt(t *testing.T, n *node.Node, registry, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
+func claimAt(t testing.TB, n *node.Node, registry, name string, with ...func(*v1alpha1.PodExecutorConfig)) string {
 	t.Helper()
 	fc := &v1alpha1.FunctionConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: v1alpha1.FunctionConfigSpec{
 		Image: name, Prefixes: []string{registry + "/fns"}, PodExecutor: &v1alpha1.PodExecutorConfig{Tags: []string{"node"}}}}
@@ -829,7 +829,7 @@ func claimAt(t *testing.T, n *node.Node, registry, name string, with ...func(*v1
 // (the FunctionConfig not yet in the gateway's table) for up to a minute;
 // any other answer is returned. start, when given, is set to when the
 // answered call began.
-func callClaimed(t *testing.T, conn *grpc.ClientConn, image, rl string, timeout time.Duration, start *time.Time) (*pb.EvaluateFunctionResponse, error) {
+func callClaimed(t testing.TB, conn *grpc.ClientConn, image, rl string, timeout time.Duration, start *time.Time) (*pb.EvaluateFunctionResponse, error) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
 		if start != nil {
@@ -846,7 +846,7 @@ func callClaimed(t *testing.T, conn *grpc.ClientConn, image, rl string, timeout 
 
 // functionPods lists the pod-manager's function pods of the function
 // fns/<name> (by the image annotation, which names its digest).
-func functionPods(t *testing.T, c client.Client, name string) []corev1.Pod {
+func functionPods(t testing.TB, c client.Client, name string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	require.NoError(t, c.List(context.Background(), &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/managed-by": "fnrunner-pod-manager"}))
@@ -861,7 +861,7 @@ func functionPods(t *testing.T, c client.Client, name string) []corev1.Pod {
 
 // apply applies objs server-side: the CRDs and the namespace first, the
 // rest once the CRDs serve.
-func apply(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+func apply(t testing.TB, c client.Client, objs []*unstructured.Unstructured) {
 	t.Helper()
 	ctx := context.Background()
 	first := func(o *unstructured.Unstructured) bool {

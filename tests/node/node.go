@@ -104,7 +104,7 @@ func hostState() map[string]string {
 // Start brings a node up, waits until it is Ready, and tears it down (and
 // checks that nothing is left behind) when the test ends. It fails the test,
 // never skips it, when the node cannot run here.
-func Start(t *testing.T) *Node {
+func Start(t testing.TB) *Node {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("tests/node needs root (network, mount and cgroup namespaces, containerd): run as root, or leave it out with --test_tag_filters=-node")
@@ -295,7 +295,7 @@ func (n *Node) network(iptables, libs string) error {
 
 // sweepStale removes the nodes of runs whose test process is gone: their
 // network namespace (fnrunner-fnr<pid>), veth and cgroups.
-func sweepStale(t *testing.T) {
+func sweepStale(t testing.TB) {
 	entries, _ := os.ReadDir("/run/netns")
 	for _, e := range entries {
 		pid, ok := strings.CutPrefix(e.Name(), "fnrunner-fnr")
@@ -362,7 +362,7 @@ func hostCommand(name string, args ...string) *exec.Cmd {
 
 // registry serves go-containerregistry's registry over plain HTTP on the
 // host end of the veth.
-func (n *Node) registry(t *testing.T) (string, error) {
+func (n *Node) registry(t testing.TB) (string, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(n.HostIP, "0"))
 	if err != nil {
 		return "", err
@@ -798,7 +798,7 @@ func (n *Node) stop() {
 
 // teardown stops the node if it still runs, removes the network namespace,
 // the veth and the cgroups, and checks that nothing is left.
-func (n *Node) teardown(t *testing.T) {
+func (n *Node) teardown(t testing.TB) {
 	n.stop()
 	if n.netns != "" {
 		_ = hostCommand("ip", "netns", "del", n.netns).Run()

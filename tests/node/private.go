@@ -57,7 +57,7 @@ type RegistryRequest struct {
 
 // PrivateRegistry starts a private registry for the node, stopped when the
 // test ends, and tells the node's containerd to trust its certificate.
-func (n *Node) PrivateRegistry(t *testing.T) (*PrivateRegistry, error) {
+func (n *Node) PrivateRegistry(t testing.TB) (*PrivateRegistry, error) {
 	cert, caPEM, err := selfSigned(n.HostIP)
 	if err != nil {
 		return nil, err

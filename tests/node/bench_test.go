@@ -1,0 +1,113 @@
+package node_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
+	"github.com/fnrunner/fnrunner/tests/node"
+)
+
+var (
+	benchCold = flag.Int("node-bench-cold", 8, "BenchmarkNodePod: cold calls per pod address mode, each a function of its own.")
+	benchWarm = flag.Int("node-bench-warm", 200, "BenchmarkNodePod: warm calls per pod address mode, one at a time.")
+)
+
+// BenchmarkNodePod: the pod executor on the real node, deploy/overlays/local
+// as the node tests deploy it (tools/bazel run //tools/bench:node). Cold
+// calls, each of a function of its own (a pod scheduled, its sandbox and
+// network made, the init container run, the function started and probed,
+// its address answering; the images are on the node already, so no pull),
+// and warm calls on one pod, under --pod-address=service-dns (deploy/'s
+// default: the pod's Service through kube-proxy) and then pod-ip. The first
+// cold call, which pulls the wrapper-server's and the function's images, is
+// printed apart. Prints; asserts nothing.
+func BenchmarkNodePod(b *testing.B) {
+	n := node.Start(b)
+	ctx := context.Background()
+	c := n.Kube.Client
+	conn := deployOverlay(b, n, "deploy/overlays/local", nil)
+	rl := setNamespaceInput
+	bin := harness.Binary(b, "FNRUNNER_SET_NAMESPACE")
+	newFunction := func(name string) string {
+		require.NoError(b, node.PushBinaryImage(n.Registry+"/fns/"+name+":node", bin, "/set-namespace", []string{"/set-namespace"}, nil))
+		return claimForPods(b, n, name)
+	}
+	call := func(image string) time.Duration {
+		var start time.Time
+		_, err := callClaimed(b, conn, image, rl, 2*time.Minute, &start)
+		require.NoError(b, err, "%s\n%s", image, podReport(ctx, c))
+		return time.Since(start)
+	}
+	// Until kube-proxy serves the gateway's NodePort (untimed).
+	err := harness.Poll(time.Minute, time.Second, func() error {
+		_, err := callClaimed(b, conn, "set-namespace:v0.4.5", rl, 20*time.Second, nil)
+		return err
+	})
+	require.NoError(b, err, "\n%s", podReport(ctx, c))
+	out := os.Stdout
+	fmt.Fprintf(out, "set-namespace v0.4.5 through a pod on the real node (kubelet + containerd), 2 KiB, one call at a time\n\n")
+	fmt.Fprintf(out, "| pod address | calls | n | p50 | min | max |\n|---|---|---|---|---|---|\n")
+	first := call(newFunction("bench-first"))
+	fmt.Fprintf(out, "| service-dns | first cold call (pulls the wrapper-server's and set-namespace's images) | 1 | %v | | |\n", first.Round(time.Millisecond))
+
+	for _, mode := range []string{"service-dns", "pod-ip"} {
+		if mode == "pod-ip" {
+			var sts appsv1.StatefulSet
+			require.NoError(b, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}, &sts))
+			args := &sts.Spec.Template.Spec.Containers[0].Args
+			*args = append(*args, "--pod-address=pod-ip")
+			require.NoError(b, c.Update(ctx, &sts))
+			err = harness.Poll(3*time.Minute, time.Second, func() error {
+				var pm corev1.Pod
+				if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm); err != nil {
+					return err
+				}
+				if !slices.Contains(pm.Spec.Containers[0].Args, "--pod-address=pod-ip") {
+					return fmt.Errorf("pod-manager not rolled yet")
+				}
+				return ready(ctx, c, "StatefulSet", "fnrunner-pod-manager")
+			})
+			require.NoError(b, err, "\n%s", podReport(ctx, c))
+			// The gateway reconnects to the new pod-manager (untimed).
+			err = harness.Poll(time.Minute, time.Second, func() error {
+				_, err := callClaimed(b, conn, n.Registry+"/fns/bench-first:node", rl, time.Minute, nil)
+				return err
+			})
+			require.NoError(b, err, "\n%s", podReport(ctx, c))
+		}
+		var cold []time.Duration
+		var image string
+		for i := range *benchCold {
+			image = newFunction(fmt.Sprintf("bench-%s-%d", mode, i))
+			cold = append(cold, call(image))
+		}
+		var warm []time.Duration
+		for range *benchWarm {
+			warm = append(warm, call(image))
+		}
+		for _, row := range []struct {
+			name string
+			lat  []time.Duration
+		}{{"cold", cold}, {"warm", warm}} {
+			sort.Slice(row.lat, func(i, j int) bool { return row.lat[i] < row.lat[j] })
+			if len(row.lat) == 0 {
+				continue
+			}
+			round := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+			fmt.Fprintf(out, "| %s | %s | %d | %v | %v | %v |\n", mode, row.name, len(row.lat),
+				round(row.lat[len(row.lat)/2]), round(row.lat[0]), round(row.lat[len(row.lat)-1]))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,11 +58,21 @@ type DiscoveredReplicas struct {
 	mu       sync.RWMutex
 	replicas Replicas
 	closers  map[string]func()
+	// closed: Run ended; a lookup still going finds nothing to fill.
+	closed bool
 
 	// lookingUp, while a lookup for calls that found no replica runs,
-	// is closed when it ends: the calls meanwhile share it.
+	// is closed when it ends: the calls meanwhile share it. missed is
+	// when the last such lookup ended finding none: within emptyInterval
+	// of it calls fail at once rather than look again (a StatefulSet
+	// scaled to zero must not get a DNS query per call).
 	lookingUpMu sync.Mutex
 	lookingUp   chan struct{}
+	missed      time.Time
+	// waiting counts the calls waiting for such a lookup (for tests);
+	// now is the clock (time.Now; a test's own).
+	waiting atomic.Int32
+	now     func() time.Time
 
 	// found is how many replicas calls are spread over (found by the last
 	// lookup that succeeded, and dialled);
@@ -77,7 +89,7 @@ var (
 // NewDiscoveredReplicas returns replicas found by lookup and reached by dial;
 // there are none until Refresh or Run.
 func NewDiscoveredReplicas(log *slog.Logger, lookup LookupFunc, dial DialFunc) *DiscoveredReplicas {
-	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){},
+	return &DiscoveredReplicas{lookup: lookup, dial: dial, log: log, closers: map[string]func(){}, now: time.Now,
 		found: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fnrunner_gateway_pod_manager_replicas",
 			Help: "Pod-manager replicas the gateway spreads calls over: those the last --pod-manager-srv lookup that succeeded found, and that it could dial.",
@@ -123,7 +135,8 @@ const emptyInterval = time.Second
 const lookupTimeout = 5 * time.Second
 
 // lookUpForCalls refreshes the replicas for calls that found none, one
-// lookup for the calls that come meanwhile, and waits for it or ctx.
+// lookup for the calls that come meanwhile, and waits for it or ctx; within
+// emptyInterval of a lookup that found none it returns at once.
 func (d *DiscoveredReplicas) lookUpForCalls(ctx context.Context) {
 	d.lookingUpMu.Lock()
 	if len(d.current()) > 0 {
@@ -133,6 +146,10 @@ func (d *DiscoveredReplicas) lookUpForCalls(ctx context.Context) {
 	}
 	done := d.lookingUp
 	if done == nil {
+		if d.now().Sub(d.missed) < emptyInterval {
+			d.lookingUpMu.Unlock()
+			return
+		}
 		done = make(chan struct{})
 		d.lookingUp = done
 		go func() {
@@ -140,16 +157,22 @@ func (d *DiscoveredReplicas) lookUpForCalls(ctx context.Context) {
 			// waiting, whichever ends first.
 			lctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 			defer cancel()
-			if err := d.Refresh(lctx); err != nil {
+			err := d.Refresh(lctx)
+			if err != nil && !errors.Is(err, errClosed) {
 				d.log.Warn("pod-manager replicas looked up for a call: none found", "error", err)
 			}
 			d.lookingUpMu.Lock()
 			d.lookingUp = nil
+			if len(d.current()) == 0 {
+				d.missed = d.now()
+			}
 			d.lookingUpMu.Unlock()
 			close(done)
 		}()
 	}
 	d.lookingUpMu.Unlock()
+	d.waiting.Add(1)
+	defer d.waiting.Add(-1)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -172,6 +195,9 @@ func (d *DiscoveredReplicas) Refresh(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return errClosed
+	}
 	byAddr := map[string]Replica{}
 	var have []string
 	for _, r := range d.replicas {
@@ -223,8 +249,11 @@ func (d *DiscoveredReplicas) close() {
 	for _, c := range d.closers {
 		c()
 	}
-	d.closers, d.replicas = map[string]func(){}, nil
+	d.closers, d.replicas, d.closed = map[string]func(){}, nil, true
 }
+
+// errClosed is Refresh's error once Run has ended.
+var errClosed = errors.New("pod-manager discovery stopped")
 
 // Evaluate implements Executor over the replicas found last. With none
 // found yet, the call looks them up first (once, shared with the calls
@@ -233,6 +262,9 @@ func (d *DiscoveredReplicas) close() {
 func (d *DiscoveredReplicas) Evaluate(ctx context.Context, ref imagematch.Reference, req *evalwire.Request) (*evalwire.Response, error) {
 	if len(d.current()) == 0 {
 		d.lookUpForCalls(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	return d.current().Evaluate(ctx, ref, req)
 }

@@ -91,8 +91,9 @@ func keys(m map[string]int) []string {
 
 // A call that finds no replica (a new install whose pod-manager became
 // ready after the gateway's last lookup) looks them up itself, one lookup
-// for every call waiting, instead of failing until the next interval; when
-// that lookup finds none either, the call fails not sent.
+// for every call waiting, instead of failing until the next interval. A
+// lookup that finds none fails its calls not sent, and for emptyInterval
+// after it calls fail at once, without a lookup each (the test's clock).
 func TestCallsWithNoReplicaLookUpOnce(t *testing.T) {
 	var mu sync.Mutex
 	var found []string
@@ -100,51 +101,76 @@ func TestCallsWithNoReplicaLookUpOnce(t *testing.T) {
 	release := make(chan struct{})
 	d := NewDiscoveredReplicas(slog.New(slog.NewTextHandler(io.Discard, nil)),
 		func(context.Context) ([]string, error) {
-			<-release
+			mu.Lock()
+			lookups++
+			wait := release
+			mu.Unlock()
+			<-wait
 			mu.Lock()
 			defer mu.Unlock()
-			lookups++
 			return append([]string(nil), found...), nil
 		},
 		func(addr string) (Replica, func(), error) {
 			return Replica{Address: addr, Client: named(addr)}, func() {}, nil
 		})
+	clock := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	d.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	ctx := context.Background()
+	evaluate := func() (*evalwire.Response, error) {
+		return d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+	}
+	lookupsSoFar := func() int { mu.Lock(); defer mu.Unlock(); return lookups }
 
+	// None found: the call is not sent, and the next one, within
+	// emptyInterval, looks no more.
 	close(release)
-	_, err := d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+	_, err := evaluate()
 	var notSent *sendonce.NotSentError
 	require.ErrorAs(t, err, &notSent, "no replica found: the call is not sent")
-	assert.Equal(t, 1, lookups)
+	_, err = evaluate()
+	require.ErrorAs(t, err, &notSent)
+	assert.Equal(t, 1, lookupsSoFar(), "a call within emptyInterval of a lookup that found none looked again")
 
-	// The pod-manager appears; eight calls at once share one lookup.
+	// The pod-manager appears; after emptyInterval eight calls at once
+	// share one lookup: it ends only once all eight wait on it.
 	mu.Lock()
-	found, lookups = []string{"pm-0:9449"}, 0
+	clock = clock.Add(emptyInterval)
+	found, lookups, release = []string{"pm-0:9449"}, 0, make(chan struct{})
 	mu.Unlock()
-	release = make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var resp *evalwire.Response
-			resp, errs[i] = d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+			resp, errs[i] = evaluate()
 			if errs[i] == nil {
 				assert.Equal(t, "pm-0:9449", string(resp.Log))
 			}
-		}()
+		})
 	}
-	// Every call is waiting on the lookup before it answers.
-	require.Eventually(t, func() bool {
-		d.lookingUpMu.Lock()
-		defer d.lookingUpMu.Unlock()
-		return d.lookingUp != nil
-	}, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return d.waiting.Load() == int32(len(errs)) && lookupsSoFar() > 0 }, 10*time.Second, 10*time.Millisecond,
+		"the calls did not all wait on a lookup")
+	assert.Equal(t, 1, lookupsSoFar(), "calls waiting together looked up once")
 	close(release)
 	wg.Wait()
 	for i, err := range errs {
 		assert.NoError(t, err, "call %d", i)
 	}
-	assert.Equal(t, 1, lookups, "calls that came together looked up once")
+	assert.Equal(t, 1, lookupsSoFar())
+}
+
+// A call that ends while it waits for the lookup gets its own context's
+// error, not "no replica".
+func TestCallEndsWhileLookingUp(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	d := NewDiscoveredReplicas(slog.New(slog.NewTextHandler(io.Discard, nil)),
+		func(context.Context) ([]string, error) { <-release; return nil, nil },
+		func(addr string) (Replica, func(), error) {
+			return Replica{Address: addr, Client: named(addr)}, func() {}, nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := d.Evaluate(ctx, imagematch.Reference{Name: "fn"}, &evalwire.Request{})
+	require.ErrorIs(t, err, context.Canceled)
 }

@@ -115,7 +115,7 @@ func (unclaimedAnswers) Evaluate(_ context.Context, ref imagematch.Reference, _ 
 func TestSeriesStayBoundedWhateverImagesCallersSend(t *testing.T) {
 	tables := tables() // one image, fn, claimed by every executor
 	srv, ev, reg := metered(t, tables,
-		Route{Kind: executortable.Go, Client: executor{kind: executortable.Go, asked: new([]executortable.Kind)}},
+		Route{Kind: executortable.Go, Client: executor{kind: executortable.Go}},
 		Route{Kind: executortable.Pod, Client: unclaimedAnswers{}, Unclaimed: true})
 
 	const calls = 10000

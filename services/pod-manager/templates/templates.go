@@ -95,10 +95,13 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				// listens, and at the default 10 s period a cold call
 				// then waits up to 10 s more (seen on the real node:
 				// ready +8 s against +2 s). A gRPC health check is
-				// cheap beside porch's exec probe.
+				// cheap beside porch's exec probe. Ten misses (10 s)
+				// before a ready pod counts as unready, as at the
+				// default period 3 misses took 30 s: a pod busy with
+				// calls does not flap.
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					GRPC: &corev1.GRPCAction{Port: WrapperPort},
-				}, PeriodSeconds: 1},
+				}, PeriodSeconds: 1, FailureThreshold: 10},
 				SecurityContext: restricted,
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},

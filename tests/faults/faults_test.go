@@ -170,7 +170,7 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	client := s.Client()
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
 		func(ctx context.Context, i int) error {
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1", ResourceList: []byte(recordInput(runs, i))})
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1", ResourceList: []byte(ledger.RecordInput(runs, i))})
 			return err
 		})
 	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
@@ -186,12 +186,6 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	if err := r.Errors[codes.Unavailable]; err != nil {
 		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
 	}
-}
-
-// recordInput is call i's ResourceList for the record test function, which
-// appends i to the file runs when it runs.
-func recordInput(runs string, i int) string {
-	return fmt.Sprintf("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: record\n  data:\n    callId: %q\n    ledger: %q\n    sleep: 20ms\n", strconv.Itoa(i), runs)
 }
 
 // The gateway starts while the config-reconciler is down: it is not ready
@@ -483,7 +477,7 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 	record := func(runs string) ledger.Call {
 		return func(ctx context.Context, i int) error {
 			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1",
-				ResourceList: []byte(recordInput(runs, i))})
+				ResourceList: []byte(ledger.RecordInput(runs, i))})
 			return err
 		}
 	}

@@ -40,6 +40,10 @@ type Kubelet struct {
 	// wrapper-server; unset, the wrapper-servers run functions unsandboxed
 	// (and log so).
 	SandboxHelper string
+	// WrapperArgs are added to every wrapper-server's flags, before the
+	// pod's own (e.g. --sandbox-read-write-paths for a test's record
+	// function).
+	WrapperArgs []string
 	// Entrypoints maps an image entrypoint (argv[0] after "--") to a local binary.
 	Entrypoints map[string]string
 	// Images are image configs by repository (an image without tag or
@@ -249,7 +253,7 @@ func (k *Kubelet) wrapperArgs(p *corev1.Pod, ip string) ([]string, error) {
 		if k.SandboxHelper != "" {
 			args = append(args, "--sandbox-helper="+k.SandboxHelper)
 		}
-		args = append(args, c.Args...)
+		args = append(append(args, k.WrapperArgs...), c.Args...)
 		for i := 0; i < len(args) && args[i] != "--"; i++ {
 			name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 			switch {

@@ -220,6 +220,13 @@ func CheckExecutions(t testing.TB, name string, r *Report, record string) {
 	t.Logf("%s: %d executions recorded for %d calls sent", name, executed, r.Sent)
 }
 
+// RecordInput is call i's ResourceList for tests/testfns/record, which
+// appends i to the file runs when it runs (CheckExecutions reads it) and
+// answers after 20 ms, so that calls overlap.
+func RecordInput(runs string, i int) string {
+	return fmt.Sprintf("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: record\n  data:\n    callId: %q\n    ledger: %q\n    sleep: 20ms\n", strconv.Itoa(i), runs)
+}
+
 // Progress is a run going on in the background (Background).
 type Progress struct {
 	answered atomic.Int32

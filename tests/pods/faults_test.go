@@ -222,28 +222,35 @@ func TestPodManagerReplicaKilledUnderLoad(t *testing.T) {
 	second, _ := f.startPodManager(t, "replica-1")
 	gw := f.startGateway(t, f.stack.PodManagerAddress, second)
 	owners := f.spread(t, gw, 3, "replica-0", "replica-1")
+	// The same functions (so the same owners) at a tag whose image is
+	// tests/testfns/record: each run is noted on the function's side.
 	var images []string
 	for img := range owners {
-		images = append(images, img)
+		record := strings.TrimSuffix(img, ":v1") + ":record"
+		f.registry.Push(t, f.host+"/fns/"+record, v1.Config{Entrypoint: []string{"/fn/record"}})
+		images = append(images, record)
 	}
 	const calls, concurrency = 120, 6
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
 		func(ctx context.Context, i int) error {
-			_, err := gw.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + images[i%len(images)], ResourceList: []byte(input)})
+			_, err := gw.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + images[i%len(images)], ResourceList: []byte(ledger.RecordInput(f.runs, i))})
 			return err
 		})
 	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
 	require.NoError(t, f.stack.Kill("pod-manager-replica-1"))
 	r := run.Wait()
 	ledger.Check(t, "pod-manager replica killed", r, codes.Unavailable)
+	ledger.CheckExecutions(t, "pod-manager replica killed", r, f.runs)
 	assert.LessOrEqual(t, r.Codes[codes.Unavailable], concurrency, "calls Unavailable; at most the %d in flight may fail", concurrency)
 	assert.GreaterOrEqual(t, r.OK, calls-concurrency, "calls OK of %d", calls)
 	if err := r.Errors[codes.Unavailable]; err != nil {
 		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
 	}
 	// Every function is served after the kill, by the replica left.
-	for _, img := range images {
-		_, err := f.call(t, f.host+"/fns/"+img)
+	for k, img := range images {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := f.client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: f.host + "/fns/" + img, ResourceList: []byte(ledger.RecordInput(f.runs, calls+k))})
+		cancel()
 		assert.NoError(t, err, "%s after replica-1 was killed", img)
 	}
 }

@@ -70,6 +70,10 @@ type fixture struct {
 	digest   v1.Hash
 	// pmArgs are the pod-manager's flags, without --warm-up-pod-cache.
 	pmArgs []string
+	// runs is where tests/testfns/record (entrypoint /fn/record) notes
+	// each call it ran (ledger.CheckExecutions), in a directory every
+	// wrapper-server lets functions write below.
+	runs string
 }
 
 // kubeEnvironment starts a kube-apiserver with fnrunner's CRDs and the
@@ -168,8 +172,19 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 	s := stack.Run(t, localstack.Config{Binaries: bins, ConfigDir: configs, LogLevel: logLevel,
 		PodManagerArgs: append(append([]string(nil), pmArgs...), "--warm-up-pod-cache=false")})
 
+	// The record function's ledger: one file every function may append to,
+	// whatever uid the sandbox runs it as.
+	ledgerDir := filepath.Join(dir, "ledger")
+	require.NoError(t, os.Mkdir(ledgerDir, 0o755))
+	require.NoError(t, os.Chmod(ledgerDir, 0o777))
+	runs := filepath.Join(ledgerDir, "runs")
+	require.NoError(t, os.WriteFile(runs, nil, 0o666))
+	require.NoError(t, os.Chmod(runs, 0o666))
+	require.NoError(t, os.Chmod(dir, 0o755))
+
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer, SandboxHelper: harness.Binary(t, "FNRUNNER_FNSANDBOX"),
-		Entrypoints: map[string]string{"/fn/set-namespace": harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn,
+		WrapperArgs: []string{"--sandbox-read-write-paths=" + ledgerDir},
+		Entrypoints: map[string]string{"/fn/set-namespace": harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), "/fn/slow": slowFn, "/fn/record": harness.Binary(t, "FNRUNNER_RECORD"),
 			"/fn/starlark": harness.Binary(t, "FNRUNNER_STARLARK"), "/fn/set-labels": harness.Binary(t, "FNRUNNER_SET_LABELS"), "/fn/env": envFn},
 		Images: map[string]v1.Config{host + "/fns/env": envImage}}
 	k.FailImages("crashy", "CrashLoopBackOff")
@@ -181,7 +196,7 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 	require.NoError(t, s.WaitHealthy(wctx, "pod-manager"), "pod-manager\n%s", s.Log("pod-manager"))
 	require.NoError(t, s.WaitServing(wctx), "gateway\n%s", s.Log("gateway"))
 	return &fixture{env: env, kubelet: k, stack: s, client: dial(t, s.PodManagerAddress), gateway: dial(t, s.GatewayAddress),
-		host: host, registry: reg, digest: digest, pmArgs: pmArgs}
+		host: host, registry: reg, digest: digest, pmArgs: pmArgs, runs: runs}
 }
 
 // dial connects to a service until the test ends.

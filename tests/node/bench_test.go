@@ -6,14 +6,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/node"
@@ -64,28 +60,9 @@ func BenchmarkNodePod(b *testing.B) {
 
 	for _, mode := range []string{"service-dns", "pod-ip"} {
 		if mode == "pod-ip" {
-			var sts appsv1.StatefulSet
-			require.NoError(b, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}, &sts))
-			args := &sts.Spec.Template.Spec.Containers[0].Args
-			*args = append(*args, "--pod-address=pod-ip")
-			require.NoError(b, c.Update(ctx, &sts))
-			err = harness.Poll(3*time.Minute, time.Second, func() error {
-				var pm corev1.Pod
-				if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm); err != nil {
-					return err
-				}
-				if !slices.Contains(pm.Spec.Containers[0].Args, "--pod-address=pod-ip") {
-					return fmt.Errorf("pod-manager not rolled yet")
-				}
-				return ready(ctx, c, "StatefulSet", "fnrunner-pod-manager")
-			})
-			require.NoError(b, err, "\n%s", podReport(ctx, c))
-			// The gateway reconnects to the new pod-manager (untimed).
-			err = harness.Poll(time.Minute, time.Second, func() error {
-				_, err := callClaimed(b, conn, n.Registry+"/fns/bench-first:node", rl, time.Minute, nil)
-				return err
-			})
-			require.NoError(b, err, "\n%s", podReport(ctx, c))
+			// The roll (untimed): the pod-manager's pod replaced, the
+			// gateway reconnected, bench-first's pod adopted.
+			podManagerToPodIP(b, n, conn, rl, "bench-first")
 		}
 		var cold []time.Duration
 		var image string
@@ -101,7 +78,7 @@ func BenchmarkNodePod(b *testing.B) {
 			name string
 			lat  []time.Duration
 		}{{"cold", cold}, {"warm", warm}} {
-			sort.Slice(row.lat, func(i, j int) bool { return row.lat[i] < row.lat[j] })
+			slices.Sort(row.lat)
 			if len(row.lat) == 0 {
 				continue
 			}

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -349,11 +350,17 @@ func podManagerToPodIP(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn
 	c := n.Kube.Client
 	before := functionPods(t, c, fn)
 	require.Len(t, before, 1, "%s: its pod before", fn)
-	var sts appsv1.StatefulSet
 	key := client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}
-	require.NoError(t, c.Get(ctx, key, &sts))
-	sts.Spec.Template.Spec.Containers[0].Args = append(sts.Spec.Template.Spec.Containers[0].Args, "--pod-address=pod-ip")
-	require.NoError(t, c.Update(ctx, &sts))
+	// The StatefulSet controller writes its status meanwhile: an update
+	// on a stale read conflicts, and is read and made again.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var sts appsv1.StatefulSet
+		if err := c.Get(ctx, key, &sts); err != nil {
+			return err
+		}
+		sts.Spec.Template.Spec.Containers[0].Args = append(sts.Spec.Template.Spec.Containers[0].Args, "--pod-address=pod-ip")
+		return c.Update(ctx, &sts)
+	}))
 	pm := podManagerReplaced(t, n, conn, rl, fn, before[0], func(p corev1.Pod) bool {
 		return slices.Contains(p.Spec.Containers[0].Args, "--pod-address=pod-ip")
 	})

@@ -625,7 +625,8 @@ func (n *Node) writeContainerdConfig(root, pauseImage, sock string) error {
 	if err := os.MkdirAll(mirror, 0o755); err != nil {
 		return err
 	}
-	mirrorHosts := fmt.Sprintf("server = \"https://registry-1.docker.io\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
+	// The mirror is the only host: nothing is fetched from Docker Hub.
+	mirrorHosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
 	if err := os.WriteFile(filepath.Join(mirror, "hosts.toml"), []byte(mirrorHosts), 0o644); err != nil {
 		return err
 	}

@@ -530,26 +530,48 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	for _, c := range calls {
 		_ = load.Run(ctx, 3, 1, c) // warm connections, caches and helpers
 	}
-	cpu := func() []map[string]time.Duration {
+	// cpu reads every service's CPU time; one that cannot be read (a
+	// service gone) ends the bench rather than print a wrong figure.
+	cpu := func() ([]map[string]time.Duration, error) {
 		out := make([]map[string]time.Duration, len(stacks))
 		for i, st := range stacks {
 			out[i] = map[string]time.Duration{}
 			for name, pid := range st.pids {
-				out[i][name], _ = procstat.CPUTime(pid)
+				d, err := procstat.CPUTime(pid)
+				if err != nil {
+					return nil, fmt.Errorf("%s of %s: %w", name, st.label, err)
+				}
+				out[i][name] = d
 			}
 		}
-		return out
+		return out, nil
 	}
-	idleStart, t0 := cpu(), time.Now()
+	idleStart, err := cpu()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
 	time.Sleep(*idle)
-	idleEnd, idleWall := cpu(), time.Since(t0)
+	idleWall := time.Since(t0)
+	idleEnd, err := cpu()
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "set-namespace v0.4.5 on %d bytes, %d interleaved rounds, one call at a time;\n"+
 		"paired = the median over rounds of (this call - the bare exec's in the same round)\n\n", len(input), *n)
 	fmt.Fprintf(out, "| row | n | errors | p50 | p90 | paired over bare exec |\n|---|---|---|---|---|---|\n")
 	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
-	busyStart, t1 := cpu(), time.Now()
+	busyStart, err := cpu()
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
 	results := load.Interleaved(ctx, *n, calls)
-	busyEnd, busyWall := cpu(), time.Since(t1)
+	busyWall := time.Since(t1)
+	busyEnd, err := cpu()
+	if err != nil {
+		return err
+	}
 	for i, s := range results {
 		fmt.Fprintf(out, "| %s | %d | %d | %v | %v | %v |\n", names[i], s.Calls, s.Errors, round(s.P50), round(s.P90), round(s.PairedP50))
 		if s.FirstError != nil {

@@ -19,7 +19,7 @@ GRPC_HEALTH_PROBE = "github.com/grpc-ecosystem/grpc-health-probe"
 def _porchrender_binary_impl(rctx):
     files = {name: rctx.read(label) for name, label in [("go.mod", rctx.attr.go_mod), ("go.sum", rctx.attr.go_sum), ("main.go", rctx.attr.main)]}
     goversion = execute(rctx, [host_go(rctx), "env", "GOVERSION"], "go env GOVERSION").stdout.strip()
-    key = sha256_of(rctx, [files["go.mod"], files["go.sum"], files["main.go"], goversion])
+    key = sha256_of(rctx, [files["go.mod"], files["go.sum"], files["main.go"], goversion, PORCH_WRAPPER_SERVER, GRPC_HEALTH_PROBE])
     cached = "%s/porchrender/%s" % (fnrunner_cache_dir(rctx), key)
     if not rctx.path(cached + "/.built").exists:
         work = "_work"

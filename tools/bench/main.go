@@ -129,39 +129,20 @@ func loadCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
-	var bins localstack.Binaries
-	var setNamespace string
 	fs := flag.NewFlagSet("bench catalog", flag.ContinueOnError)
-	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
-	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
-	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
-	fs.StringVar(&bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
-	fs.StringVar(&setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
-	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
+	var st stackFlags
+	st.register(fs)
 	smallN := fs.Int("small-n", 300, "Calls per small-input scenario.")
 	largeN := fs.Int("large-n", 20, "Calls per 3 MB scenario.")
 	pause := fs.Duration("pause", 50*time.Millisecond, "The pause between calls of the paced rows (not counted).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &bins.Fnsandbox, &setNamespace} {
-		if *p == "" {
-			return errors.New("binaries not given: run tools/bazel run //tools/bench:catalog")
-		}
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
-	}
-	functionsDir, err := os.MkdirTemp("", "bench-functions-")
+	functionsDir, err := st.resolve("catalog")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(functionsDir)
-	if err := os.Symlink(setNamespace, filepath.Join(functionsDir, "set-namespace")); err != nil {
-		return err
-	}
 
 	inputs := []struct {
 		name string
@@ -177,7 +158,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var rows []row
 	for _, in := range inputs {
-		bareCall := bareExec(setNamespace, in.data)
+		bareCall := bareExec(st.setNamespace, in.data)
 		rows = append(rows, row{in.name + ", bare exec", load.Run(ctx, in.n, 1, bareCall)})
 		rows = append(rows, row{fmt.Sprintf("%s, bare exec, %v between calls", in.name, *pause), load.Paced(ctx, in.n, *pause, bareCall)})
 		// The binary executor once per sandbox layer set (libs/sandbox).
@@ -219,7 +200,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 			for k, v := range traceEnv {
 				os.Setenv(k, v)
 			}
-			s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
+			s, err := localstack.Start(localstack.Config{Binaries: st.bins, ConfigDir: st.configDir, FunctionsDir: functionsDir,
 				GatewayArgs:      []string{"--disable-runtimes=" + ex.disable},
 				BinaryRunnerArgs: append([]string{"--sandbox=" + ex.sandbox}, ex.extra...)})
 			for k := range traceEnv {
@@ -421,6 +402,48 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// stackFlags are the flags of the benches that start the services: their
+// binaries (set by the Bazel targets) and FunctionConfigs.
+type stackFlags struct {
+	bins         localstack.Binaries
+	setNamespace string
+	configDir    string
+}
+
+func (f *stackFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
+	fs.StringVar(&f.bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
+	fs.StringVar(&f.bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
+	fs.StringVar(&f.bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
+	fs.StringVar(&f.setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
+	fs.StringVar(&f.configDir, "config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
+}
+
+// resolve makes the binaries' paths absolute and returns a functions
+// directory holding set-namespace, which the caller removes. target names
+// the Bazel target that sets the flags.
+func (f *stackFlags) resolve(target string) (string, error) {
+	for _, p := range []*string{&f.bins.Gateway, &f.bins.BinaryRunner, &f.bins.ConfigReconciler, &f.bins.Fnsandbox, &f.setNamespace} {
+		if *p == "" {
+			return "", fmt.Errorf("binaries not given: run tools/bazel run //tools/bench:%s", target)
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return "", err
+		}
+		*p = abs
+	}
+	dir, err := os.MkdirTemp("", "bench-functions-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Symlink(f.setNamespace, filepath.Join(dir, "set-namespace")); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // pathCmd breaks the binary executor's path down hop by hop: the same 2 KB
 // set-namespace call as a bare exec, through fnexec in this process, sent
 // to a binary-runner directly, and through a gateway in front of it, for
@@ -428,15 +451,9 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 // through its gateway. The rows are interleaved and paired, so each
 // difference between two rows is what that hop or that work adds.
 func pathCmd(ctx context.Context, args []string, out io.Writer) error {
-	var bins localstack.Binaries
-	var setNamespace string
 	fs := flag.NewFlagSet("bench path", flag.ContinueOnError)
-	fs.StringVar(&bins.Gateway, "gateway-binary", "", "Path of the gateway binary (set by the Bazel target).")
-	fs.StringVar(&bins.BinaryRunner, "binary-runner-binary", "", "Path of the binary-runner binary (set by the Bazel target).")
-	fs.StringVar(&bins.ConfigReconciler, "config-reconciler-binary", "", "Path of the config-reconciler binary (set by the Bazel target).")
-	fs.StringVar(&bins.Fnsandbox, "fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
-	fs.StringVar(&setNamespace, "set-namespace-binary", "", "Path of the set-namespace function binary (set by the Bazel target).")
-	configDir := fs.String("config-dir", "deploy/local/functionconfigs", "FunctionConfig files.")
+	var flags stackFlags
+	flags.register(fs)
 	n := fs.Int("n", 400, "Rounds; a round is one call of each row.")
 	size := fs.Int("size", 2<<10, "Input size in bytes.")
 	layers := fs.String("layers", "base,landlock,uid", "The sandbox layer set compared with --sandbox=none.")
@@ -444,30 +461,17 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler, &bins.Fnsandbox, &setNamespace} {
-		if *p == "" {
-			return errors.New("binaries not given: run tools/bazel run //tools/bench:path")
-		}
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
-	}
-	functionsDir, err := os.MkdirTemp("", "bench-functions-")
+	functionsDir, err := flags.resolve("path")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(functionsDir)
-	if err := os.Symlink(setNamespace, filepath.Join(functionsDir, "set-namespace")); err != nil {
-		return err
-	}
 	input := load.SetNamespaceInput(*size)
 	const image = "set-namespace:v0.4.5"
 
 	names := []string{"bare exec (os/exec)", "fnexec --sandbox=none, in the bench's process"}
-	calls := []load.Call{bareExec(setNamespace, input), func(ctx context.Context) error {
-		_, err := fnexec.Run(ctx, []string{setNamespace}, bytes.NewReader(input), fnexec.Options{})
+	calls := []load.Call{bareExec(flags.setNamespace, input), func(ctx context.Context) error {
+		_, err := fnexec.Run(ctx, []string{flags.setNamespace}, bytes.NewReader(input), fnexec.Options{})
 		return err
 	}}
 	// One stack per executor and layer set, each started once and idle but
@@ -486,7 +490,7 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 		{"binary", "go,pod", *layers},
 		{"go", "binary,pod", "none"},
 	} {
-		s, err := localstack.Start(localstack.Config{Binaries: bins, ConfigDir: *configDir, FunctionsDir: functionsDir,
+		s, err := localstack.Start(localstack.Config{Binaries: flags.bins, ConfigDir: flags.configDir, FunctionsDir: functionsDir,
 			GatewayArgs:      []string{"--disable-runtimes=" + st.disable},
 			BinaryRunnerArgs: []string{"--sandbox=" + st.sandbox}})
 		if err == nil {

@@ -96,11 +96,14 @@ func dialLarge(b *testing.B, address string) pb.FunctionEvaluatorClient {
 func BenchmarkMatrix(b *testing.B) {
 	ctx := context.Background()
 	var rows []report.Row
+	// Each row as it is measured, on stdout: a benchmark's log (b.Logf)
+	// keeps only its first lines, and the first errors of the later rows
+	// were lost there.
 	add := func(r report.Row) {
 		rows = append(rows, r)
-		b.Logf("%s %s %s c=%d: %v", r.Function, r.Input, r.Executor, r.Concurrency, r.Stats)
+		fmt.Printf("%s %s %s c=%d: %v\n", r.Function, r.Input, r.Executor, r.Concurrency, r.Stats)
 		if r.Stats.FirstError != nil {
-			b.Logf("  first error: %v", r.Stats.FirstError)
+			fmt.Printf("  first error: %v\n", r.Stats.FirstError)
 		}
 	}
 	inputs := map[string]map[string][]byte{}

@@ -77,10 +77,14 @@ type fixture struct {
 }
 
 // kubeEnvironment starts a kube-apiserver with fnrunner's CRDs and the
-// pods' namespace.
+// pods' namespace. Its Service range is a /16: every function pod has a
+// ClusterIP Service, and envtest's /24 was full after about 250 pods (the
+// bench matrix's set-labels pod rows, after set-namespace's and starlark's,
+// all failed "failed to allocate a serviceIP: range is full").
 func kubeEnvironment(t testing.TB) *kubetest.Environment {
 	t.Helper()
-	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{harness.Runfile(t, os.Getenv("FNRUNNER_CRDS"))}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	env := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: []string{harness.Runfile(t, os.Getenv("FNRUNNER_CRDS"))}, AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		APIServerArgs: map[string]string{"service-cluster-ip-range": "10.0.0.0/16"}})
 	require.NoError(t, env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	return env
 }

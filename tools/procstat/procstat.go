@@ -58,13 +58,8 @@ func CPUTime(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command name, which is in parentheses: state
-	// is the first, utime the 12th and stime the 13th.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("pid %d: unexpected stat %q", pid, stat)
-	}
-	fields := strings.Fields(string(stat[i+1:]))
+	// utime is the 12th field after the command name, stime the 13th.
+	fields := statFields(stat)
 	if len(fields) < 13 {
 		return 0, fmt.Errorf("pid %d: unexpected stat %q", pid, stat)
 	}
@@ -105,8 +100,7 @@ func Running(exe string) []int {
 		if err != nil {
 			continue
 		}
-		// The state follows the command name, which is in parentheses.
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if fields := statFields(stat); len(fields) > 0 && fields[0] == "Z" {
 			continue
 		}
 		pids = append(pids, pid)
@@ -141,11 +135,9 @@ func List(keep func(Process) bool) []Process {
 		if err != nil {
 			continue
 		}
-		// The state and the parent follow the command name, which is in
-		// parentheses and may hold either.
-		i := bytes.LastIndexByte(stat, ')')
-		fields := strings.Fields(string(stat[i+1:]))
-		if i < 0 || len(fields) < 2 {
+		// The state, then the parent.
+		fields := statFields(stat)
+		if len(fields) < 2 {
 			continue
 		}
 		p := Process{PID: pid, State: fields[0][0]}
@@ -163,6 +155,17 @@ func List(keep func(Process) bool) []Process {
 		}
 	}
 	return out
+}
+
+// statFields are the fields of a /proc/<pid>/stat after the command name,
+// which is in parentheses and may hold spaces and parentheses itself: the
+// state first, then the parent (none for a malformed stat).
+func statFields(stat []byte) []string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
 }
 
 func statusKB(pid int, field string) (int64, error) {

@@ -73,6 +73,7 @@ type options struct {
 	overrideServiceAccounts      []string
 	allowOverrideSecurityContext bool
 	podReadyTimeout              time.Duration
+	podProbeInterval             time.Duration
 	imageMetadataTTL             time.Duration
 	allowedRegistries            []string
 	kubeconfig                   string
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
 	fs.StringVar(&o.podAddress, "pod-address", string(kube.ServiceDNS), "How pods are dialled: service-dns (<svc>.<ns>.svc.<cluster domain>:9446, for meshes) or pod-ip.")
 	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
+	fs.DurationVar(&o.podProbeInterval, "pod-probe-interval", 100*time.Millisecond, "With --pod-address=pod-ip: how often the pod-manager asks a starting function pod's wrapper-server itself (gRPC health) whether it serves, so that a cold call starts as soon as it does, not after the kubelet's next readiness probe and status update. 0: wait for the pod's Ready condition only.")
 	fs.Func("allowed-unclaimed-images", "Comma-separated image prefixes (registry/path) under which images no FunctionConfig claims may run in pods; empty: any (porch's behaviour, with --run-unclaimed-images).", func(v string) error {
 		// Normalized as image references are (docker.io → index.docker.io),
 		// so that a prefix matches the images it names.
@@ -238,7 +240,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("controller manager: %w", err)
 	}
 	dialing := kube.Dialing{Addressing: kube.Addressing(o.podAddress), ClusterDomain: o.clusterDomain}
-	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Dialing: dialing, Events: pods}).SetupWithManager(mgr); err != nil {
+	if err := (&kube.Watcher{Client: mgr.GetClient(), Namespace: o.podNamespace, Owner: o.owner, Dialing: dialing, Events: pods,
+		Health: conns, ProbeFor: probeFor(o.podReadyTimeout), ProbeInterval: o.podProbeInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	// A template change rolls the pods: new calls get pods of the new
@@ -347,3 +350,13 @@ func ensurePullSecret(ctx context.Context, c client.Client, namespace, name, pat
 }
 
 func main() { grpcserving.Main("pod-manager", run) }
+
+// probeFor is how long after its creation a starting pod is asked directly
+// whether it serves: as long as it may take to become ready, a minute when
+// that is not bounded.
+func probeFor(podReadyTimeout time.Duration) time.Duration {
+	if podReadyTimeout <= 0 {
+		return time.Minute
+	}
+	return podReadyTimeout
+}

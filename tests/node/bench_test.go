@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/node"
 )
@@ -26,7 +29,9 @@ var (
 // network made, the init container run, the function started and probed,
 // its address answering; the images are on the node already, so no pull),
 // and warm calls on one pod, under --pod-address=service-dns (deploy/'s
-// default: the pod's Service through kube-proxy) and then pod-ip. The first
+// default: the pod's Service through kube-proxy) and then pod-ip, twice:
+// with the kubelet's Ready condition only, then with the pod-manager's own
+// health checks of the starting pod (its default). The first
 // cold call, which pulls the wrapper-server's and the function's images, is
 // printed apart. Prints; asserts nothing.
 func BenchmarkNodePod(b *testing.B) {
@@ -58,17 +63,48 @@ func BenchmarkNodePod(b *testing.B) {
 	first := call(newFunction("bench-first"))
 	fmt.Fprintf(out, "| service-dns | first cold call (pulls the wrapper-server's and set-namespace's images) | 1 | %v | | |\n", first.Round(time.Millisecond))
 
-	for _, mode := range []string{"service-dns", "pod-ip"} {
-		if mode == "pod-ip" {
+	// pod-ip runs twice: the kubelet's Ready condition only, then the
+	// pod-manager asking the wrapper-server itself (its default).
+	modes := []struct {
+		name, label string
+		args        func([]string) []string
+	}{
+		{name: "service-dns", label: "service-dns"},
+		{name: "pod-ip-ready", label: "pod-ip, Ready condition only (`--pod-probe-interval=0`)", args: func(a []string) []string {
+			return append(a, "--pod-address=pod-ip", "--pod-probe-interval=0")
+		}},
+		{name: "pod-ip", label: "pod-ip", args: func(a []string) []string {
+			return slices.DeleteFunc(a, func(s string) bool { return s == "--pod-probe-interval=0" })
+		}},
+	}
+	prev := "bench-first"
+	for _, m := range modes {
+		mode := m.label
+		if m.args != nil {
 			// The roll (untimed): the pod-manager's pod replaced, the
-			// gateway reconnected, bench-first's pod adopted.
-			podManagerToPodIP(b, n, conn, rl, "bench-first")
+			// gateway reconnected, the last function's pod adopted.
+			podManagerRolled(b, n, conn, rl, prev, m.args)
 		}
 		var cold []time.Duration
 		var image string
 		for i := range *benchCold {
-			image = newFunction(fmt.Sprintf("bench-%s-%d", mode, i))
+			prev = fmt.Sprintf("bench-%s-%d", m.name, i)
+			image = newFunction(prev)
 			cold = append(cold, call(image))
+			if i < *benchCold-1 {
+				// Room on the node for the next ones (untimed): each
+				// pod requests CPU. The claim goes first, or a
+				// pod-manager that starts later warms a pod for it
+				// again. The last serves the warm calls.
+				fc := &unstructured.Unstructured{}
+				fc.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+				fc.SetNamespace(namespace)
+				fc.SetName(prev)
+				require.NoError(b, client.IgnoreNotFound(c.Delete(ctx, fc)))
+				for _, p := range functionPods(b, c, prev) {
+					require.NoError(b, client.IgnoreNotFound(c.Delete(ctx, &p)))
+				}
+			}
 		}
 		var warm []time.Duration
 		for range *benchWarm {

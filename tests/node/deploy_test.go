@@ -346,11 +346,19 @@ func podManagerReplaced(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, f
 // replaces its pod, which adopts the function pods, and the function's next
 // call is served by the same pod.
 func podManagerToPodIP(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn string) {
+	pm := podManagerRolled(t, n, conn, rl, fn, func(args []string) []string { return append(args, "--pod-address=pod-ip") })
+	assert.Contains(t, n.PodLogs(&pm, "pod-manager"), `"podAddress":"pod-ip"`, "the rolled pod-manager's start line")
+}
+
+// podManagerRolled edits the pod-manager's arguments and returns its pod
+// once one with them serves fn's calls (fn's pod adopted).
+func podManagerRolled(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn string, edit func(args []string) []string) corev1.Pod {
 	ctx := context.Background()
 	c := n.Kube.Client
 	before := functionPods(t, c, fn)
 	require.Len(t, before, 1, "%s: its pod before", fn)
 	key := client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}
+	var want []string
 	// The StatefulSet controller writes its status meanwhile: an update
 	// on a stale read conflicts, and is read and made again.
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -358,13 +366,13 @@ func podManagerToPodIP(t testing.TB, n *node.Node, conn *grpc.ClientConn, rl, fn
 		if err := c.Get(ctx, key, &sts); err != nil {
 			return err
 		}
-		sts.Spec.Template.Spec.Containers[0].Args = append(sts.Spec.Template.Spec.Containers[0].Args, "--pod-address=pod-ip")
+		want = edit(slices.Clone(sts.Spec.Template.Spec.Containers[0].Args))
+		sts.Spec.Template.Spec.Containers[0].Args = want
 		return c.Update(ctx, &sts)
 	}))
-	pm := podManagerReplaced(t, n, conn, rl, fn, before[0], func(p corev1.Pod) bool {
-		return slices.Contains(p.Spec.Containers[0].Args, "--pod-address=pod-ip")
+	return podManagerReplaced(t, n, conn, rl, fn, before[0], func(p corev1.Pod) bool {
+		return slices.Equal(p.Spec.Containers[0].Args, want)
 	})
-	assert.Contains(t, n.PodLogs(&pm, "pod-manager"), `"podAddress":"pod-ip"`, "the rolled pod-manager's start line")
 }
 
 // templateChanged: an edit of the base pod template (as an operator makes

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -14,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -41,7 +43,9 @@ const (
 	// in service meshes); a pod is ready when its Ready condition is true
 	// and its Service's EndpointSlices hold its IP as a ready endpoint.
 	ServiceDNS Addressing = "service-dns"
-	// PodIP dials the pod's IP; a pod is ready when its Ready condition is true.
+	// PodIP dials the pod's IP; a pod is ready when its Ready condition is
+	// true or, sooner, when its wrapper-server answers the Watcher's own
+	// health check (Watcher.Health).
 	PodIP Addressing = "pod-ip"
 )
 
@@ -76,6 +80,13 @@ func (d Dialing) Address(p *corev1.Pod) string {
 	return net.JoinHostPort(p.Name+"."+p.Namespace+".svc."+domain, strconv.Itoa(templates.WrapperPort))
 }
 
+// Health asks a wrapper-server itself whether it serves.
+type Health interface {
+	// Serving returns nil when the wrapper-server at address answers its
+	// gRPC health check SERVING.
+	Serving(ctx context.Context, address string) error
+}
+
 // Watcher reports this replica's function pods to Events.
 type Watcher struct {
 	Client    client.Client
@@ -83,7 +94,22 @@ type Watcher struct {
 	Owner     string
 	Dialing   Dialing
 	Events    Events
+	// Health, with PodIP addressing, is asked every ProbeInterval whether
+	// a pod that has its IP but is not Ready yet already serves, for
+	// ProbeFor after the pod was created: a cold call then starts when the
+	// wrapper-server answers, not when the kubelet has noticed the
+	// container, run its readiness probe (every second at best) and
+	// written the pod's status. The readiness probe stays: the pod's Ready
+	// condition, its Service and adoption still go by it. Nil: the Ready
+	// condition only.
+	Health        Health
+	ProbeFor      time.Duration
+	ProbeInterval time.Duration
 }
+
+// probeTimeout bounds one direct health check: the wrapper-server answers
+// one in a millisecond once it listens.
+const probeTimeout = 500 * time.Millisecond
 
 // SetupWithManager watches pods and EndpointSlices in the namespace.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
@@ -99,6 +125,8 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("function-pods").
+		// Direct health checks of several cold pods go on at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&corev1.Pod{}, builder.WithPredicates(owned)).
 		Watches(&discoveryv1.EndpointSlice{}, toPod).
 		Complete(w)
@@ -128,6 +156,20 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		w.Events.PodFailed(pod.Name, &podcache.Failure{Reason: waiting, Err: errors.New(message)})
 		return reconcile.Result{}, nil
 	}
+	if !Ready(&pod) && w.probing(&pod) {
+		address := w.Dialing.Address(&pod)
+		ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := w.Health.Serving(ctx, address)
+		cancel()
+		if err == nil {
+			w.Events.PodReady(pod.Name, address)
+			return reconcile.Result{}, nil
+		}
+		if reason := Pending(&pod); reason != "" {
+			w.Events.PodPending(pod.Name, reason)
+		}
+		return reconcile.Result{RequeueAfter: w.ProbeInterval}, nil
+	}
 	if !Ready(&pod) || pod.Status.PodIP == "" {
 		if reason := Pending(&pod); reason != "" && Unschedulable(&pod) {
 			w.Events.PodUnschedulable(pod.Name, reason)
@@ -144,6 +186,14 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	w.Events.PodReady(pod.Name, w.Dialing.Address(&pod))
 	return reconcile.Result{}, nil
+}
+
+// probing says whether the pod's wrapper-server is asked directly: pod-ip
+// addressing, a Health, the pod's IP known, within ProbeFor of its
+// creation.
+func (w *Watcher) probing(pod *corev1.Pod) bool {
+	return w.Dialing.Addressing == PodIP && w.Health != nil && w.ProbeInterval > 0 && pod.Status.PodIP != "" &&
+		time.Since(pod.CreationTimestamp.Time) < w.ProbeFor
 }
 
 // endpointReady reports whether the pod's Service has the pod's IP as a

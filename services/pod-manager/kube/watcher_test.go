@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -331,4 +332,88 @@ func TestStalePodsAreDiscarded(t *testing.T) {
 	assert.Equal(t, 1, rec.DeletedPods)
 	assert.Equal(t, 1, into.discarded)
 	assert.Empty(t, into.adopted)
+}
+
+// health is a kube.Health whose answer the test sets; it counts the
+// addresses asked.
+type health struct {
+	mu    sync.Mutex
+	err   error
+	asked []string
+}
+
+var _ kube.Health = (*health)(nil)
+
+func (h *health) Serving(_ context.Context, address string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.asked = append(h.asked, address)
+	return h.err
+}
+
+// With pod-ip addressing a starting pod is ready as soon as its
+// wrapper-server answers the pod-manager's own health check, before the
+// kubelet reports it Ready; until then it is checked again every
+// ProbeInterval, and only within ProbeFor of its creation.
+func TestPodIPAskedBeforeReady(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	const ns = "fns"
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	newPod := func(name, ip string) reconcile.Request {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}},
+		}
+		require.NoError(t, env.Client.Create(ctx, pod))
+		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}}
+		require.NoError(t, env.Client.Status().Update(ctx, pod))
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	}
+	starting := newPod("fn-starting", "10.1.2.3")
+	noIP := newPod("fn-no-ip", "")
+
+	for _, tc := range []struct {
+		name       string
+		addressing kube.Addressing
+		probeFor   time.Duration
+		req        reconcile.Request
+		serving    bool
+		ready      bool
+		requeue    bool
+		asked      bool
+	}{
+		{name: "not serving yet", addressing: kube.PodIP, probeFor: time.Hour, req: starting, requeue: true, asked: true},
+		{name: "serving", addressing: kube.PodIP, probeFor: time.Hour, req: starting, serving: true, ready: true, asked: true},
+		{name: "no IP yet", addressing: kube.PodIP, probeFor: time.Hour, req: noIP, serving: true},
+		{name: "service-dns waits for the Service", addressing: kube.ServiceDNS, probeFor: time.Hour, req: starting, serving: true},
+		{name: "past the window", addressing: kube.PodIP, probeFor: time.Nanosecond, req: starting, serving: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &events{ready: map[string]string{}, failed: map[string]error{}, unschedulable: map[string]string{}}
+			h := &health{err: errors.New("connection refused")}
+			if tc.serving {
+				h.err = nil
+			}
+			w := &kube.Watcher{Client: env.Client, Namespace: ns, Owner: "r0", Dialing: kube.Dialing{Addressing: tc.addressing}, Events: ev,
+				Health: h, ProbeFor: tc.probeFor, ProbeInterval: 100 * time.Millisecond}
+			res, err := w.Reconcile(ctx, tc.req)
+			require.NoError(t, err)
+			if tc.ready {
+				assert.Equal(t, "10.1.2.3:9446", ev.ready[tc.req.Name], "ready at the pod's IP")
+			} else {
+				assert.NotContains(t, ev.ready, tc.req.Name, "ready")
+			}
+			if tc.requeue {
+				assert.Equal(t, 100*time.Millisecond, res.RequeueAfter, "asked again after ProbeInterval")
+			} else {
+				assert.Zero(t, res.RequeueAfter, "asked again")
+			}
+			if tc.asked {
+				assert.Equal(t, []string{"10.1.2.3:9446"}, h.asked, "addresses asked")
+			} else {
+				assert.Empty(t, h.asked, "addresses asked")
+			}
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
@@ -392,6 +394,34 @@ func (c *Conns) Get(pod, address string) (*grpc.ClientConn, error) {
 	}
 	c.conns[pod] = conn
 	return conn, nil
+}
+
+var _ kube.Health = (*Conns)(nil)
+
+// Serving implements kube.Health on a connection of its own: a pooled
+// connection that met a closed port would wait out gRPC's reconnect
+// backoff (a second and more) before the call. A TCP dial comes first,
+// refused at once while nothing listens.
+func (c *Conns) Serving(ctx context.Context, address string) error {
+	var d net.Dialer
+	tcp, err := d.DialContext(ctx, "tcp", address)
+	if err != nil {
+		return err
+	}
+	tcp.Close()
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("wrapper-server at %s: %s", address, resp.GetStatus())
+	}
+	return nil
 }
 
 // Close closes the pod's connection, if any.

@@ -29,9 +29,9 @@ var (
 // network made, the init container run, the function started and probed,
 // its address answering; the images are on the node already, so no pull),
 // and warm calls on one pod, under --pod-address=service-dns (deploy/'s
-// default: the pod's Service through kube-proxy) and then pod-ip, twice:
-// with the kubelet's Ready condition only, then with the pod-manager's own
-// health checks of the starting pod (its default). The first
+// default: the pod's Service through kube-proxy) and then pod-ip, each
+// with the pod-manager's own health checks of the starting pod (its
+// default) and with the pod's Ready condition only. The first
 // cold call, which pulls the wrapper-server's and the function's images, is
 // printed apart. Prints; asserts nothing.
 func BenchmarkNodePod(b *testing.B) {
@@ -63,18 +63,23 @@ func BenchmarkNodePod(b *testing.B) {
 	first := call(newFunction("bench-first"))
 	fmt.Fprintf(out, "| service-dns | first cold call (pulls the wrapper-server's and set-namespace's images) | 1 | %v | | |\n", first.Round(time.Millisecond))
 
-	// pod-ip runs twice: the kubelet's Ready condition only, then the
-	// pod-manager asking the wrapper-server itself (its default).
+	// Each address mode runs twice: the pod-manager asking the starting
+	// pod's wrapper-server itself (its default), and the pod's Ready
+	// condition only.
+	noProbe := "--pod-probe-interval=0"
 	modes := []struct {
 		name, label string
 		args        func([]string) []string
 	}{
 		{name: "service-dns", label: "service-dns"},
-		{name: "pod-ip-ready", label: "pod-ip, Ready condition only (`--pod-probe-interval=0`)", args: func(a []string) []string {
-			return append(a, "--pod-address=pod-ip", "--pod-probe-interval=0")
+		{name: "service-dns-ready", label: "service-dns, Ready condition only (`" + noProbe + "`)", args: func(a []string) []string {
+			return append(a, noProbe)
+		}},
+		{name: "pod-ip-ready", label: "pod-ip, Ready condition only (`" + noProbe + "`)", args: func(a []string) []string {
+			return append(a, "--pod-address=pod-ip")
 		}},
 		{name: "pod-ip", label: "pod-ip", args: func(a []string) []string {
-			return slices.DeleteFunc(a, func(s string) bool { return s == "--pod-probe-interval=0" })
+			return slices.DeleteFunc(a, func(s string) bool { return s == noProbe })
 		}},
 	}
 	prev := "bench-first"

@@ -175,6 +175,11 @@ func (b *Backend) service(pod *corev1.Pod, spec *Spec) *corev1.Service {
 		}
 	}
 	svc.Spec.Selector = map[string]string{LabelPod: pod.Name}
+	// The pod's address is published as soon as it has one, so that
+	// kube-proxy's rules for it are made while its containers start: the
+	// pod-manager asks the wrapper-server through the Service itself
+	// before it sends a call (Watcher.Health), and it alone calls it.
+	svc.Spec.PublishNotReadyAddresses = true
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
 	return svc
 }

@@ -41,7 +41,11 @@ type Addressing string
 const (
 	// ServiceDNS dials <pod>.<namespace>.svc.<cluster domain>:9446 (works
 	// in service meshes); a pod is ready when its Ready condition is true
-	// and its Service's EndpointSlices hold its IP as a ready endpoint.
+	// and its Service's EndpointSlices hold its IP as a ready endpoint or,
+	// sooner, when its wrapper-server answers the Watcher's own health
+	// check through that address (Watcher.Health; the Service publishes
+	// the pod's address before the pod is Ready, so that the way to it is
+	// made while its containers start).
 	ServiceDNS Addressing = "service-dns"
 	// PodIP dials the pod's IP; a pod is ready when its Ready condition is
 	// true or, sooner, when its wrapper-server answers the Watcher's own
@@ -94,14 +98,13 @@ type Watcher struct {
 	Owner     string
 	Dialing   Dialing
 	Events    Events
-	// Health, with PodIP addressing, is asked every ProbeInterval whether
-	// a pod that has its IP but is not Ready yet already serves, for
-	// ProbeFor after the pod was created: a cold call then starts when the
+	// Health is asked every ProbeInterval whether a pod that has its IP
+	// but is not Ready yet already serves at its address, for ProbeFor
+	// after the pod was created: a cold call then starts when the
 	// wrapper-server answers, not when the kubelet has noticed the
 	// container, run its readiness probe (every second at best) and
 	// written the pod's status. The readiness probe stays: the pod's Ready
-	// condition, its Service and adoption still go by it. Nil: the Ready
-	// condition only.
+	// condition and adoption still go by it. Nil: the Ready condition only.
 	Health        Health
 	ProbeFor      time.Duration
 	ProbeInterval time.Duration
@@ -188,11 +191,11 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// probing says whether the pod's wrapper-server is asked directly: pod-ip
-// addressing, a Health, the pod's IP known, within ProbeFor of its
-// creation.
+// probing says whether the pod's wrapper-server is asked directly: a
+// Health, the pod's IP known (its Service has no endpoint before), within
+// ProbeFor of its creation.
 func (w *Watcher) probing(pod *corev1.Pod) bool {
-	return w.Dialing.Addressing == PodIP && w.Health != nil && w.ProbeInterval > 0 && pod.Status.PodIP != "" &&
+	return w.Health != nil && w.ProbeInterval > 0 && pod.Status.PodIP != "" &&
 		time.Since(pod.CreationTimestamp.Time) < w.ProbeFor
 }
 

@@ -189,6 +189,7 @@ func TestObjectNamesForAnyImage(t *testing.T) {
 			assert.LessOrEqual(t, len(name), 63)
 			var svc corev1.Service
 			require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc), "the pod's Service")
+			assert.True(t, svc.Spec.PublishNotReadyAddresses, "the Service publishes the pod's address before it is Ready")
 		})
 	}
 }
@@ -351,11 +352,12 @@ func (h *health) Serving(_ context.Context, address string) error {
 	return h.err
 }
 
-// With pod-ip addressing a starting pod is ready as soon as its
-// wrapper-server answers the pod-manager's own health check, before the
-// kubelet reports it Ready; until then it is checked again every
-// ProbeInterval, and only within ProbeFor of its creation.
-func TestPodIPAskedBeforeReady(t *testing.T) {
+// A starting pod is ready as soon as its wrapper-server answers the
+// pod-manager's own health check at the pod's address (its IP, or its
+// Service's name), before the kubelet reports it Ready; until then it is
+// checked again every ProbeInterval, and only within ProbeFor of its
+// creation.
+func TestStartingPodAskedBeforeReady(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
 	ctx := context.Background()
 	const ns = "fns"
@@ -379,14 +381,13 @@ func TestPodIPAskedBeforeReady(t *testing.T) {
 		probeFor   time.Duration
 		req        reconcile.Request
 		serving    bool
-		ready      bool
-		requeue    bool
-		asked      bool
+		address    string // asked, and ready at if serving
 	}{
-		{name: "not serving yet", addressing: kube.PodIP, probeFor: time.Hour, req: starting, requeue: true, asked: true},
-		{name: "serving", addressing: kube.PodIP, probeFor: time.Hour, req: starting, serving: true, ready: true, asked: true},
+		{name: "not serving yet", addressing: kube.PodIP, probeFor: time.Hour, req: starting, address: "10.1.2.3:9446"},
+		{name: "serving", addressing: kube.PodIP, probeFor: time.Hour, req: starting, serving: true, address: "10.1.2.3:9446"},
+		{name: "serving through its Service", addressing: kube.ServiceDNS, probeFor: time.Hour, req: starting, serving: true,
+			address: "fn-starting.fns.svc.cluster.local:9446"},
 		{name: "no IP yet", addressing: kube.PodIP, probeFor: time.Hour, req: noIP, serving: true},
-		{name: "service-dns waits for the Service", addressing: kube.ServiceDNS, probeFor: time.Hour, req: starting, serving: true},
 		{name: "past the window", addressing: kube.PodIP, probeFor: time.Nanosecond, req: starting, serving: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -399,20 +400,19 @@ func TestPodIPAskedBeforeReady(t *testing.T) {
 				Health: h, ProbeFor: tc.probeFor, ProbeInterval: 100 * time.Millisecond}
 			res, err := w.Reconcile(ctx, tc.req)
 			require.NoError(t, err)
-			if tc.ready {
-				assert.Equal(t, "10.1.2.3:9446", ev.ready[tc.req.Name], "ready at the pod's IP")
+			if tc.address == "" {
+				assert.Empty(t, h.asked, "addresses asked")
+				assert.NotContains(t, ev.ready, tc.req.Name, "ready")
+				assert.Zero(t, res.RequeueAfter, "asked again")
+				return
+			}
+			assert.Equal(t, []string{tc.address}, h.asked, "addresses asked")
+			if tc.serving {
+				assert.Equal(t, tc.address, ev.ready[tc.req.Name], "ready at")
+				assert.Zero(t, res.RequeueAfter, "asked again")
 			} else {
 				assert.NotContains(t, ev.ready, tc.req.Name, "ready")
-			}
-			if tc.requeue {
 				assert.Equal(t, 100*time.Millisecond, res.RequeueAfter, "asked again after ProbeInterval")
-			} else {
-				assert.Zero(t, res.RequeueAfter, "asked again")
-			}
-			if tc.asked {
-				assert.Equal(t, []string{"10.1.2.3:9446"}, h.asked, "addresses asked")
-			} else {
-				assert.Empty(t, h.asked, "addresses asked")
 			}
 		})
 	}

@@ -226,7 +226,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	conns := server.NewConns(o.maxRequestBodySize, tel.DialOptions()...)
 	defer conns.CloseAll()
-	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, MaxCallsPerPod: o.maxCallsPerPod, OnDelete: conns.Close}
+	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, MaxCallsPerPod: o.maxCallsPerPod, OnDelete: conns.Close,
+		PublishNotReadyAddresses: kube.Addressing(o.podAddress) == kube.ServiceDNS && o.podProbeInterval > 0}
 	pods := podcache.New(backend)
 	pods.ReadyTimeout = o.podReadyTimeout
 

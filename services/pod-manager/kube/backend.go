@@ -64,6 +64,13 @@ type Backend struct {
 	MaxCallsPerPod int
 	// OnDelete, if set, is called with each pod deleted (to close its connection).
 	OnDelete func(pod string)
+	// PublishNotReadyAddresses sets it on every function Service, whatever
+	// the ServiceTemplate says: the pod's address is published as soon as
+	// it has one, so that kube-proxy's rules for it are made while its
+	// containers start. For a pod-manager that asks starting pods through
+	// their Services itself (Watcher.Health with ServiceDNS); it alone
+	// calls them, and only after that check.
+	PublishNotReadyAddresses bool
 }
 
 // Create makes the pod and its Service and returns the pod's name.
@@ -175,11 +182,9 @@ func (b *Backend) service(pod *corev1.Pod, spec *Spec) *corev1.Service {
 		}
 	}
 	svc.Spec.Selector = map[string]string{LabelPod: pod.Name}
-	// The pod's address is published as soon as it has one, so that
-	// kube-proxy's rules for it are made while its containers start: the
-	// pod-manager asks the wrapper-server through the Service itself
-	// before it sends a call (Watcher.Health), and it alone calls it.
-	svc.Spec.PublishNotReadyAddresses = true
+	if b.PublishNotReadyAddresses {
+		svc.Spec.PublishNotReadyAddresses = true
+	}
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "", nil
 	return svc
 }

@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,8 +114,11 @@ type Watcher struct {
 }
 
 // probeTimeout bounds one direct health check: the wrapper-server answers
-// one in a millisecond once it listens.
-const probeTimeout = 500 * time.Millisecond
+// one in a millisecond once it listens, and a closed port or a Service
+// without kube-proxy's rules yet refuses at once; only an address that
+// drops packets takes this long, and holds one of the watcher's workers
+// meanwhile.
+const probeTimeout = 250 * time.Millisecond
 
 // SetupWithManager watches pods and EndpointSlices in the namespace.
 func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
@@ -129,7 +135,7 @@ func (w *Watcher) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("function-pods").
 		// Direct health checks of several cold pods go on at once.
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		For(&corev1.Pod{}, builder.WithPredicates(owned)).
 		Watches(&discoveryv1.EndpointSlice{}, toPod).
 		Complete(w)
@@ -192,11 +198,73 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 }
 
 // probing says whether the pod's wrapper-server is asked directly: a
-// Health, the pod's IP known (its Service has no endpoint before), within
-// ProbeFor of its creation.
+// Health, a pod whose readiness is the wrapper-server's health alone, its
+// IP known (its Service has no endpoint before), within ProbeFor of its
+// creation.
 func (w *Watcher) probing(pod *corev1.Pod) bool {
 	return w.Health != nil && w.ProbeInterval > 0 && pod.Status.PodIP != "" &&
-		time.Since(pod.CreationTimestamp.Time) < w.ProbeFor
+		time.Since(pod.CreationTimestamp.Time) < w.ProbeFor && ReadyIsWrapperHealth(pod)
+}
+
+// ReadyIsWrapperHealth says whether the pod's Ready condition means no more
+// than "the wrapper-server answers its health check SERVING", so that the
+// pod-manager may ask that itself instead of waiting for the kubelet: one
+// container, no readiness gates, and a readiness probe that is the
+// wrapper-server's health (a gRPC probe of its port, as fnrunner's template
+// has, or grpc-health-probe of it, as porch's has), a TCP check of its port
+// (which a health answer implies) or none. Anything else — an operator's
+// own check, a delay, a sidecar — is the kubelet's to judge.
+func ReadyIsWrapperHealth(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) != 1 || len(pod.Spec.ReadinessGates) != 0 {
+		return false
+	}
+	probe := pod.Spec.Containers[0].ReadinessProbe
+	if probe == nil {
+		return true
+	}
+	if probe.InitialDelaySeconds != 0 {
+		return false
+	}
+	wrapperPort := func(p intstr.IntOrString) bool {
+		return p.Type == intstr.Int && p.IntVal == templates.WrapperPort || p.Type == intstr.String && p.StrVal == "grpc"
+	}
+	switch h := probe.ProbeHandler; {
+	case h.GRPC != nil:
+		return h.GRPC.Port == templates.WrapperPort && (h.GRPC.Service == nil || *h.GRPC.Service == "")
+	case h.TCPSocket != nil:
+		return wrapperPort(h.TCPSocket.Port)
+	case h.Exec != nil:
+		return healthProbeOfWrapper(h.Exec.Command)
+	}
+	return false
+}
+
+// healthProbeOfWrapper says whether command is grpc-health-probe asking the
+// wrapper-server's port on the pod itself for the server's overall health.
+func healthProbeOfWrapper(command []string) bool {
+	if len(command) == 0 || path.Base(command[0]) != "grpc-health-probe" {
+		return false
+	}
+	local := false
+	for i := 1; i < len(command); i++ {
+		arg := strings.TrimLeft(command[i], "-")
+		name, value, inline := strings.Cut(arg, "=")
+		switch name {
+		case "addr":
+			if !inline {
+				if i+1 == len(command) {
+					return false
+				}
+				i++
+				value = command[i]
+			}
+			host, port, err := net.SplitHostPort(value)
+			local = err == nil && port == strconv.Itoa(templates.WrapperPort) && (host == "localhost" || host == "127.0.0.1" || host == "::1" || host == "")
+		case "service":
+			return false
+		}
+	}
+	return local
 }
 
 // endpointReady reports whether the pod's Service has the pod's IP as a

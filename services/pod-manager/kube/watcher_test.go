@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -169,7 +170,7 @@ func TestObjectNamesForAnyImage(t *testing.T) {
 	ctx := context.Background()
 	const ns = "fns"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0", MaxRequestBodySize: 1 << 20}
+	b := &kube.Backend{Client: env.Client, Namespace: ns, Owner: "r0", MaxRequestBodySize: 1 << 20, PublishNotReadyAddresses: true}
 	tpl := &templates.Templates{Pod: templates.DefaultPodTemplate(ns, "example.com/wrapper:v1"), Service: templates.DefaultServiceTemplate(ns)}
 	for _, image := range []string{
 		"example.com/fns/set-namespace:v1",
@@ -189,7 +190,7 @@ func TestObjectNamesForAnyImage(t *testing.T) {
 			assert.LessOrEqual(t, len(name), 63)
 			var svc corev1.Service
 			require.NoError(t, env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc), "the pod's Service")
-			assert.True(t, svc.Spec.PublishNotReadyAddresses, "the Service publishes the pod's address before it is Ready")
+			assert.True(t, svc.Spec.PublishNotReadyAddresses, "the Service publishes the pod's address before it is Ready (PublishNotReadyAddresses)")
 		})
 	}
 }
@@ -362,18 +363,22 @@ func TestStartingPodAskedBeforeReady(t *testing.T) {
 	ctx := context.Background()
 	const ns = "fns"
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	newPod := func(name, ip string) reconcile.Request {
+	newPod := func(name, ip string, ready corev1.ConditionStatus, probe *corev1.Probe) reconcile.Request {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kube.LabelManagedBy: kube.ManagedBy, kube.LabelOwner: "r0"}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "function", Image: "example.com/fn:v1", ReadinessProbe: probe}}},
 		}
 		require.NoError(t, env.Client.Create(ctx, pod))
-		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}}}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, Reason: "ContainersNotReady"}}}
 		require.NoError(t, env.Client.Status().Update(ctx, pod))
 		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 	}
-	starting := newPod("fn-starting", "10.1.2.3")
-	noIP := newPod("fn-no-ip", "")
+	wrapperHealth := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9446}}}
+	ownCheck := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/warm"}}}}
+	starting := newPod("fn-starting", "10.1.2.3", corev1.ConditionFalse, wrapperHealth)
+	noIP := newPod("fn-no-ip", "", corev1.ConditionFalse, wrapperHealth)
+	ownReadiness := newPod("fn-own-readiness", "10.1.2.4", corev1.ConditionFalse, ownCheck)
+	alreadyReady := newPod("fn-ready", "10.1.2.5", corev1.ConditionTrue, wrapperHealth)
 
 	for _, tc := range []struct {
 		name       string
@@ -382,6 +387,7 @@ func TestStartingPodAskedBeforeReady(t *testing.T) {
 		req        reconcile.Request
 		serving    bool
 		address    string // asked, and ready at if serving
+		readyAt    string // ready without being asked
 	}{
 		{name: "not serving yet", addressing: kube.PodIP, probeFor: time.Hour, req: starting, address: "10.1.2.3:9446"},
 		{name: "serving", addressing: kube.PodIP, probeFor: time.Hour, req: starting, serving: true, address: "10.1.2.3:9446"},
@@ -389,6 +395,8 @@ func TestStartingPodAskedBeforeReady(t *testing.T) {
 			address: "fn-starting.fns.svc.cluster.local:9446"},
 		{name: "no IP yet", addressing: kube.PodIP, probeFor: time.Hour, req: noIP, serving: true},
 		{name: "past the window", addressing: kube.PodIP, probeFor: time.Nanosecond, req: starting, serving: true},
+		{name: "the template's own readiness check", addressing: kube.PodIP, probeFor: time.Hour, req: ownReadiness, serving: true},
+		{name: "already Ready", addressing: kube.PodIP, probeFor: time.Hour, req: alreadyReady, readyAt: "10.1.2.5:9446"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := &events{ready: map[string]string{}, failed: map[string]error{}, unschedulable: map[string]string{}}
@@ -402,7 +410,11 @@ func TestStartingPodAskedBeforeReady(t *testing.T) {
 			require.NoError(t, err)
 			if tc.address == "" {
 				assert.Empty(t, h.asked, "addresses asked")
-				assert.NotContains(t, ev.ready, tc.req.Name, "ready")
+				if tc.readyAt != "" {
+					assert.Equal(t, tc.readyAt, ev.ready[tc.req.Name], "ready at")
+				} else {
+					assert.NotContains(t, ev.ready, tc.req.Name, "ready")
+				}
 				assert.Zero(t, res.RequeueAfter, "asked again")
 				return
 			}
@@ -416,4 +428,73 @@ func TestStartingPodAskedBeforeReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The pod-manager asks a starting pod itself only when the pod's Ready
+// condition would mean no more than the wrapper-server's health: the
+// probes of fnrunner's and porch's templates, none, or a TCP check of its
+// port; not an operator's own check, a delay, a readiness gate or a second
+// container.
+func TestReadyIsWrapperHealth(t *testing.T) {
+	grpcProbe := func(port int32, service string) *corev1.Probe {
+		p := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: port}}}
+		if service != "" {
+			p.GRPC.Service = ptr.To(service)
+		}
+		return p
+	}
+	exec := func(command ...string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: command}}}
+	}
+	delayed := grpcProbe(9446, "")
+	delayed.InitialDelaySeconds = 5
+	for _, tc := range []struct {
+		name       string
+		probe      *corev1.Probe
+		containers int
+		gates      bool
+		want       bool
+	}{
+		{name: "fnrunner's template", probe: templates.DefaultPodTemplate("fns", "wrapper:v1").Template.Spec.Containers[0].ReadinessProbe, want: true},
+		{name: "porch's template", probe: porchReadinessProbe(t), want: true},
+		{name: "none", want: true},
+		{name: "tcp on the wrapper's port", probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9446)}}}, want: true},
+		{name: "grpc-health-probe -addr=", probe: exec("/tools/grpc-health-probe", "-addr=127.0.0.1:9446", "-connect-timeout", "1s"), want: true},
+		{name: "grpc on another port", probe: grpcProbe(8080, "")},
+		{name: "grpc of a named service", probe: grpcProbe(9446, "warm")},
+		{name: "grpc-health-probe of a named service", probe: exec("grpc-health-probe", "-addr", "localhost:9446", "-service", "warm")},
+		{name: "grpc-health-probe of another host", probe: exec("grpc-health-probe", "-addr", "cache:9446")},
+		{name: "an operator's own check", probe: exec("sh", "-c", "test -f /tmp/warm")},
+		{name: "http", probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(9446)}}}},
+		{name: "an initial delay", probe: delayed},
+		{name: "a readiness gate", probe: grpcProbe(9446, ""), gates: true},
+		{name: "a second container", probe: grpcProbe(9446, ""), containers: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", ReadinessProbe: tc.probe}}}}
+			if tc.containers == 2 {
+				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar"})
+			}
+			if tc.gates {
+				pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/warm"}}
+			}
+			assert.Equal(t, tc.want, kube.ReadyIsWrapperHealth(pod))
+		})
+	}
+}
+
+// porchReadinessProbe is the function container's readiness probe in
+// porch's base pod template, as an operator has it installed.
+func porchReadinessProbe(t *testing.T) *corev1.Probe {
+	t.Helper()
+	for _, o := range porchfiles.Objects(t, "22-function-templates.yaml") {
+		if o.GetKind() == "PodTemplate" {
+			var tpl corev1.PodTemplate
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &tpl))
+			require.NotNil(t, tpl.Template.Spec.Containers[0].ReadinessProbe, "porch's readiness probe")
+			return tpl.Template.Spec.Containers[0].ReadinessProbe
+		}
+	}
+	t.Fatal("porch's PodTemplate not found")
+	return nil
 }

@@ -84,7 +84,7 @@ func newMetrics() *metrics {
 		}, []string{"function"}),
 		timeToReady: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fnrunner_pod_time_to_ready_seconds",
-			Help:    "Time from asking for a function pod to its being ready to serve, by function.",
+			Help:    "Time from asking for a function pod to its being ready to serve (its wrapper-server answering the pod-manager's own health check, or the pod Ready), by function.",
 			Buckets: []float64{.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 120, 300},
 		}, []string{"function"}),
 		created: prometheus.NewCounterVec(prometheus.CounterOpts{

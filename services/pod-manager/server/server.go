@@ -400,9 +400,22 @@ var _ kube.Health = (*Conns)(nil)
 
 // Serving implements kube.Health on a connection of its own: a pooled
 // connection that met a closed port would wait out gRPC's reconnect
-// backoff (a second and more) before the call. A TCP dial comes first,
-// refused at once while nothing listens.
+// backoff (a second and more) before the call. A name is looked up once,
+// as an absolute name (a Service's name has fewer dots than a cluster's
+// ndots, and would first be tried under every search domain); a TCP dial
+// comes first, refused at once while nothing listens.
 func (c *Conns) Serving(ctx context.Context, address string) error {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if net.ParseIP(host) == nil {
+		addrs, err := net.DefaultResolver.LookupHost(ctx, strings.TrimSuffix(host, ".")+".")
+		if err != nil {
+			return err
+		}
+		address = net.JoinHostPort(addrs[0], port)
+	}
 	var d net.Dialer
 	tcp, err := d.DialContext(ctx, "tcp", address)
 	if err != nil {

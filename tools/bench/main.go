@@ -50,6 +50,10 @@ Commands:
   path     the binary executor's 2 KB call hop by hop: bare exec, fnexec, a binary-runner called
            directly, through the gateway, for --sandbox=none and the always-on layers, beside the
            go executor; interleaved and paired (tools/bazel run //tools/bench:path)
+  starlark fnrunner's bounded starlark in the bench's process (as an in-process entry would run
+           it) against the same code as a process, as the go executor's starlark entry runs it,
+           in each sandbox layer set and as a bare exec; interleaved and paired
+           (tools/bazel run //tools/bench:starlark)
 `
 
 func main() {
@@ -68,6 +72,8 @@ func main() {
 		err = sandboxCmd(ctx, os.Args[2:], os.Stdout)
 	case "path":
 		err = pathCmd(ctx, os.Args[2:], os.Stdout)
+	case "starlark":
+		err = starlarkCmd(ctx, os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/sandbox"
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
+	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/script"
+	"github.com/fnrunner/fnrunner/tools/bench/load"
+)
+
+// starlarkCmd measures the two ways a bounded starlark could run in the
+// binary-runner: in its process (the bounded fork's entry called as the go
+// executor calls its functions, which fnrunner does not ship) and as the
+// process fnrunner runs (the same code as a binary, started by fnexec as
+// the go executor's starlark entry starts it, in each sandbox layer set),
+// beside a bare exec of that binary. Rows interleaved, paired over the
+// in-process call of the same round.
+func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench starlark", flag.ContinueOnError)
+	helper := fs.String("fnsandbox-binary", "", "Path of the fnsandbox helper (set by the Bazel target).")
+	function := fs.String("starlark-binary", "", "Path of fnrunner's starlark binary (set by the Bazel target).")
+	n := fs.Int("n", 200, "Rounds on the small input; the large input gets a tenth.")
+	small := fs.Int("size", 2<<10, "The small input's size in bytes.")
+	large := fs.Int("large-size", 256<<10, "The large input's size in bytes (0: none).")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *helper == "" || *function == "" {
+		return errors.New("binaries not given: run tools/bazel run //tools/bench:starlark")
+	}
+	for _, p := range []*string{helper, function} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	tempDir, err := os.MkdirTemp("", "bench-starlark-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tempDir)
+	// Every call's uid must reach its private directory (uid layer).
+	if err := os.Chmod(tempDir, 0o711); err != nil {
+		return err
+	}
+	b := bounds.Bounds{MaxSteps: bounds.DefaultMaxSteps, MaxDepth: bounds.DefaultMaxDepth}
+	argv := append([]string{*function}, b.Args()...)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	names := []string{"in process (the bounded fork's entry, fn.Run; not shipped)", "bare exec of the binary (os/exec)"}
+	var sandboxes []*sandbox.Sandbox
+	defer func() {
+		for _, sb := range sandboxes {
+			sb.Close()
+		}
+	}()
+	for _, mode := range []string{"none", "base,landlock", "base,landlock,uid", "auto"} {
+		flags := sandbox.Flags{Mode: mode, Helper: *helper, WarmHelpers: 4, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
+			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
+		sb, err := flags.Open(ctx, log)
+		name := fmt.Sprintf("process, fnexec --sandbox=%s", mode)
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", name, err)
+			continue
+		}
+		if mode == "auto" {
+			name = fmt.Sprintf("process, fnexec --sandbox=auto (%s here)", strings.Join(sb.LayerNames(), ","))
+		}
+		sandboxes = append(sandboxes, sb)
+		names = append(names, name)
+	}
+	time.Sleep(200 * time.Millisecond) // the warm helpers start
+
+	calls := func(input []byte) []load.Call {
+		cs := []load.Call{
+			func(context.Context) error {
+				_, err := fn.Run(script.Process(b), input)
+				return err
+			},
+			func(context.Context) error {
+				cmd := exec.Command(argv[0], argv[1:]...)
+				cmd.Stdin = bytes.NewReader(input)
+				cmd.Stdout = io.Discard
+				return cmd.Run()
+			},
+		}
+		for _, sb := range sandboxes {
+			opts := fnexec.Options{TempDir: tempDir}
+			if sb.Enabled() {
+				opts.Sandbox = sb
+			}
+			cs = append(cs, func(ctx context.Context) error {
+				_, err := fnexec.Run(ctx, argv, bytes.NewReader(input), opts)
+				return err
+			})
+		}
+		return cs
+	}
+
+	fmt.Fprintf(out, "starlark (fnrunner's bounded build of the catalog's v0.5.5), a script labelling every item, one call at a time,\n"+
+		"interleaved; paired = the median over rounds of (this call - the in-process call in the same round)\n\n")
+	fmt.Fprintf(out, "| input | scenario | n | errors | p50 | p90 | p99 | + p50 over in process | paired over in process |\n|---|---|---|---|---|---|---|---|---|\n")
+	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	for _, size := range []struct{ bytes, rounds int }{{*small, *n}, {*large, max(*n/10, 5)}} {
+		if size.bytes <= 0 {
+			continue
+		}
+		input := load.StarlarkInput(size.bytes)
+		// Interleaved measures each call against the first of its round.
+		stats := load.Interleaved(ctx, size.rounds, calls(input))
+		for i, s := range stats {
+			fmt.Fprintf(out, "| %d KiB | %s | %d | %d | %v | %v | %v | %v | %v |\n", len(input)>>10, names[i], s.Calls, s.Errors,
+				round(s.P50), round(s.P90), round(s.P99), round(s.P50-stats[0].P50), round(s.PairedP50))
+			if s.FirstError != nil {
+				fmt.Fprintf(out, "  first error: %v\n", s.FirstError)
+			}
+		}
+	}
+	return nil
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -510,4 +511,48 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 	require.NoError(t, syscall.Kill(stopped, syscall.SIGCONT))
 	require.NoError(t, s.WaitHealthy(ctx, "binary-runner-1"))
 	ledger.CheckExecutions(t, "one binary-runner stopped", r, runs+"-one-stopped")
+}
+
+// A real Go runtime crash in the binary-runner's go executor, not a signal:
+// the kernel refuses the memory that calls far heavier than their admission
+// weight ask for (RLIMIT_AS set on the running process a little above what
+// it has mapped, as a memory-limited host without overcommit would), and
+// the runtime ends the process with "fatal error: out of memory".
+// The calls in flight are answered Unavailable by the gateway, saying they
+// were not repeated; the process ends rather than wedging; once restarted,
+// it serves.
+func TestGoRuntimeCrash(t *testing.T) {
+	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=binary,pod"},
+		// Admission would keep these calls' memory within its bound.
+		BinaryRunnerArgs: []string{"--max-in-flight-bytes=64000000000"}})
+	runner := pid(t, s, "binary-runner")
+	mapped, err := procstat.VirtualSize(runner)
+	require.NoError(t, err)
+	limit := uint64(mapped + 256<<20)
+	require.NoError(t, unix.Prlimit(runner, unix.RLIMIT_AS, &unix.Rlimit{Cur: limit, Max: limit}, nil))
+
+	const calls = 16 // about 50 MiB each at once: 800 MiB
+	input := string(load.SetNamespaceInput(3 << 20))
+	r := ledger.Run(context.Background(), ledger.Options{Calls: calls, Concurrency: calls, Deadline: 2 * time.Minute},
+		evaluate(s, "set-namespace:v0.4.5", input))
+	ctx, cancel := context.WithTimeout(context.Background(), harness.Wait)
+	defer cancel()
+	state, err := s.WaitExit(ctx, "binary-runner")
+	require.NoError(t, err, "the binary-runner did not end (wedged?)")
+	assert.Equal(t, 2, state.ExitCode(), "the runtime's exit code for a fatal error")
+	log := s.Log("binary-runner")
+	assert.True(t, strings.Contains(log, "fatal error: out of memory"), "the runtime's crash is not in the binary-runner's log:\n%s", log[max(0, len(log)-2000):])
+
+	ledger.Check(t, "go runtime crash", r, codes.Unavailable)
+	assert.Positive(t, r.Codes[codes.Unavailable], "calls in flight when the runtime crashed")
+	if err := r.Errors[codes.Unavailable]; err != nil {
+		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
+	}
+
+	require.NoError(t, s.Restart("binary-runner"))
+	require.NoError(t, s.WaitHealthy(ctx, "binary-runner"))
+	after := ledger.Run(context.Background(), ledger.Options{Calls: 4, Concurrency: 2, Deadline: time.Minute},
+		evaluate(s, "set-namespace:v0.4.5", string(load.SetNamespaceInput(2<<10))))
+	ledger.Check(t, "after the restart", after)
+	assert.Equal(t, 4, after.OK, "calls OK after the restart")
 }

@@ -436,6 +436,22 @@ func (s *Stack) Restart(name string) error {
 	return fmt.Errorf("no service %q", name)
 }
 
+// WaitExit waits for a service to end of its own accord (a crash) and
+// returns how it ended; Restart starts it again.
+func (s *Stack) WaitExit(ctx context.Context, name string) (*os.ProcessState, error) {
+	p, err := s.find(name)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return p.cmd.ProcessState, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s still running: %w", name, ctx.Err())
+	}
+}
+
 // Pid is the process id of a service, e.g. to read its /proc entries.
 func (s *Stack) Pid(name string) (int, error) {
 	p, err := s.find(name)

@@ -21,6 +21,10 @@ func PeakRSS(pid int) (int64, error) { return statusKB(pid, "VmHWM:") }
 // RSS is the process's current resident set size (VmRSS) in bytes.
 func RSS(pid int) (int64, error) { return statusKB(pid, "VmRSS:") }
 
+// VirtualSize is the process's mapped address space (VmSize) in bytes, what
+// RLIMIT_AS bounds.
+func VirtualSize(pid int) (int64, error) { return statusKB(pid, "VmSize:") }
+
 // ResetPeak starts PeakRSS over from the current RSS (clear_refs 5, Linux 4.0+).
 func ResetPeak(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)

@@ -24,6 +24,9 @@ func TestOwnProcess(t *testing.T) {
 	peak, err := PeakRSS(pid)
 	assert.NoError(t, err, "PeakRSS")
 	assert.GreaterOrEqual(t, peak, rss+(32<<20), "PeakRSS after touching 64 MiB")
+	size, err := VirtualSize(pid)
+	assert.NoError(t, err, "VirtualSize")
+	assert.GreaterOrEqual(t, size, peak, "VirtualSize against PeakRSS")
 	_ = buf[len(buf)-1]
 	n, err := OpenFiles(pid)
 	assert.NoError(t, err, "OpenFiles")

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	ggcrtypes "github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -131,21 +132,19 @@ func TestDeployLocalOverlay(t *testing.T) {
 	require.NoError(t, n.Kube.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager"}, &sts))
 	metricsPage(t, n, "fnrunner-gateway", 9090, fmt.Sprintf("fnrunner_gateway_pod_manager_replicas %d\n", *sts.Spec.Replicas))
 
-	// The pod executor on the node: set-namespace in images of its own
-	// (one with an entrypoint, one with only a command), claimed by
-	// FunctionConfigs for pods. The first call starts a pod (scheduled,
-	// its init container copying the wrapper-server from its image, the
-	// function's image pulled, started, probed by the kubelet); the second
-	// finds it warm.
-	setNamespace := harness.Binary(t, "FNRUNNER_SET_NAMESPACE")
-	for _, fn := range []struct {
-		name            string
-		entrypoint, cmd []string
-	}{
-		{"sn-entrypoint", []string{"/set-namespace"}, nil},
-		{"sn-cmd", nil, []string{"/set-namespace"}},
+	// The pod executor on the node: set-namespace in images of its own,
+	// built by Bazel (one with an entrypoint, one with only a command),
+	// claimed by FunctionConfigs for pods. The first call starts a pod
+	// (scheduled, its init container copying the wrapper-server from its
+	// image, the function's image pulled, started, probed by the kubelet);
+	// the second finds it warm.
+	for _, fn := range []struct{ name, tarball string }{
+		{"sn-entrypoint", "FNRUNNER_NODE_SN_ENTRYPOINT_IMAGE"},
+		{"sn-cmd", "FNRUNNER_NODE_SN_CMD_IMAGE"},
 	} {
-		require.NoError(t, node.PushBinaryImage(n.Registry+"/fns/"+fn.name+":node", setNamespace, "/set-namespace", fn.entrypoint, fn.cmd))
+		img, err := tarball.ImageFromPath(harness.Binary(t, fn.tarball), nil)
+		require.NoError(t, err)
+		require.NoError(t, node.PushImage(n.Registry+"/fns/"+fn.name+":node", img))
 		image := claimForPods(t, n, fn.name)
 		for _, round := range []string{"cold", "warm"} {
 			start := time.Now()

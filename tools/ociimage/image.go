@@ -31,7 +31,10 @@ type File struct {
 type Spec struct {
 	Files      []File
 	Entrypoint []string
-	Labels     map[string]string
+	// Cmd is the image's command: the entrypoint's arguments, or the
+	// program itself in an image without an entrypoint.
+	Cmd    []string
+	Labels map[string]string
 	// Base is the image to add to (nil: empty).
 	Base v1.Image
 }
@@ -66,7 +69,7 @@ func Build(s Spec) (v1.Image, error) {
 	cfg.Created = v1.Time{Time: epoch()}
 	cfg.Config.User = User
 	cfg.Config.Entrypoint = s.Entrypoint
-	cfg.Config.Cmd = nil
+	cfg.Config.Cmd = s.Cmd
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"PATH=/", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
 	if cfg.Config.Labels == nil {

@@ -44,6 +44,20 @@ func TestSameInputsSameDigest(t *testing.T) {
 
 // Every image Bazel builds is pushed to a registry on loopback, pulled back
 // and checked: config, layers, static binaries that run.
+// An image may name its program by Cmd alone, with no entrypoint (as
+// function images do that a runtime starts by their command).
+func TestCmdWithoutEntrypoint(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fn")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755))
+	img, err := Build(Spec{Files: []File{{Src: bin, Dst: "/fn", Mode: 0o755}}, Cmd: []string{"/fn"}})
+	require.NoError(t, err)
+	cfg, err := img.ConfigFile()
+	require.NoError(t, err)
+	assert.Empty(t, cfg.Config.Entrypoint, "entrypoint")
+	assert.Equal(t, []string{"/fn"}, cfg.Config.Cmd, "cmd")
+}
+
 func TestServiceImages(t *testing.T) {
 	entries := strings.Fields(os.Getenv("FNRUNNER_IMAGES"))
 	require.NotEmpty(t, entries, "FNRUNNER_IMAGES is not set: run with tools/bazel test")

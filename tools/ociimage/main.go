@@ -33,12 +33,13 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	var files, labels, entrypoint listFlag
+	var files, labels, entrypoint, cmd listFlag
 	var out, repository, tag, base, revisionDir string
 	fs := flag.NewFlagSet("ociimage", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&files, "file", "SRC=DST[:MODE] to put into the image (repeatable), e.g. bin/gateway=/gateway:0755.")
 	fs.Var(&entrypoint, "entrypoint", "Entrypoint argument (repeatable, in order).")
+	fs.Var(&cmd, "cmd", "Cmd argument (repeatable, in order): the entrypoint's arguments, or the program in an image without one.")
 	fs.Var(&labels, "label", "KEY=VALUE image label (repeatable).")
 	fs.StringVar(&base, "base", "", "Base image, pinned by digest (REGISTRY/REPO@sha256:...). Default: none (empty base).")
 	fs.StringVar(&out, "tarball", "", "Write the image as a docker/OCI tarball to this file.")
@@ -51,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if (out == "") == (repository == "") {
 		return errors.New("give exactly one of --tarball and --repository")
 	}
-	spec := Spec{Entrypoint: entrypoint, Labels: map[string]string{}}
+	spec := Spec{Entrypoint: entrypoint, Cmd: cmd, Labels: map[string]string{}}
 	for _, f := range files {
 		src, dst, ok := strings.Cut(f, "=")
 		if !ok {

@@ -83,7 +83,7 @@ var errFunctionFailure = errors.New("error: function failure")
 func runInProcess(p fn.ResourceListProcessorFunc, input []byte, maxOutputBytes int) (res *fnresult.Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			res = &fnresult.Result{ExitCode: 2, Log: fmt.Appendf(nil, "panic: %v\n\n%s", v, debug.Stack())}
+			res = &fnresult.Result{ExitCode: 2, Log: fmt.Appendf(nil, "panic: %v\n\n%s", v, functionFrames(debug.Stack()))}
 			err = &fnresult.ExitError{Result: res}
 		}
 	}()
@@ -238,4 +238,41 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		return n, errOutputLimit
 	}
 	return b.Buffer.Write(p)
+}
+
+// processFrame is the runner's own frame under every function's: process
+// calls it.
+var processFrame = []byte("github.com/fnrunner/fnrunner/services/binary-runner/runner.process(")
+
+// functionFrames is a panicking function's goroutine stack (debug.Stack's
+// text, taken in the recovering deferred call) as the function's binary
+// would print it: the goroutine's header and the frames from where it
+// panicked down to the function's entry, without the recovery's frames
+// above nor the runner's below, which say nothing about the function and
+// much about the runner.
+func functionFrames(stack []byte) []byte {
+	lines := bytes.Split(bytes.TrimRight(stack, "\n"), []byte("\n"))
+	if len(lines) < 3 {
+		return stack
+	}
+	// A header, then two lines a frame: the call, then "\tfile:line".
+	header, frames := lines[0], lines[1:]
+	start, end := -1, len(frames)
+	for i := 0; i+1 < len(frames); i += 2 {
+		switch {
+		case start < 0 && bytes.HasPrefix(frames[i], []byte("panic(")):
+			start = i + 2
+		case start >= 0 && bytes.HasPrefix(frames[i], processFrame):
+			end = i
+		}
+		if end < len(frames) {
+			break
+		}
+	}
+	if start < 0 || start >= end {
+		return stack
+	}
+	out := append(append([]byte(nil), header...), '\n')
+	out = append(out, bytes.Join(frames[start:end], []byte("\n"))...)
+	return append(out, '\n')
 }

@@ -267,3 +267,23 @@ func TestInProcessOutputLimit(t *testing.T) {
 		})
 	}
 }
+
+// panickingFunction panics two calls deep, as a function's own code would.
+func panickingFunction(*fn.ResourceList) (bool, error) { return panicDeeper() }
+
+func panicDeeper() (bool, error) { panic("kaboom") }
+
+// A panic's log is what the function's binary would print: the message and
+// the function's frames from the panic down to its entry, not the runner's
+// recovery above them nor its own frames below.
+func TestPanicLogShowsTheFunctionsFramesOnly(t *testing.T) {
+	res, err := runInProcess(panickingFunction, []byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"), 0)
+	require.Error(t, err)
+	log := string(res.Log)
+	assert.True(t, strings.HasPrefix(log, "panic: kaboom\n\ngoroutine "), "log starts with the message and the goroutine:\n%s", log)
+	assert.Contains(t, log, "runner.panicDeeper(", "where it panicked")
+	assert.Contains(t, log, "runner.panickingFunction(", "the function's entry")
+	for _, runners := range []string{"runtime/debug.Stack", "runner.runInProcess", "runner.process(", "panic("} {
+		assert.NotContains(t, log, runners, "runner frames in the function's log:\n%s", log)
+	}
+}

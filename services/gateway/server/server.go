@@ -124,6 +124,18 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	// asked, which said NotFound, which answered.
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(telemetry.AttrImage.String(req.Image), telemetry.AttrTableVersion.Int64(int64(tables.Version)))
+	// The executors get the caller's deadline less a margin, in which the
+	// gateway answers a call they did not finish itself, naming the
+	// function, before the caller's own gRPC library gives up with
+	// "context deadline exceeded".
+	execCtx := ctx
+	deadline, bounded := ctx.Deadline()
+	if bounded {
+		var cancel context.CancelFunc
+		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-answerMargin(time.Until(deadline))))
+		defer cancel()
+	}
+	budget := time.Until(deadline).Round(100 * time.Millisecond)
 	var notFound []string
 	for _, r := range e.routes {
 		if _, ok := tables.Lookup(r.Kind, ref); !ok && !r.Unclaimed {
@@ -132,8 +144,11 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 		start := time.Now()
 		// The executor is told the snapshot this decision was made by,
 		// and decides on it or a later one.
-		resp, err := r.Client.Evaluate(executortable.WithSnapshot(metadata.AppendToOutgoingContext(ctx, executortable.Header, string(r.Kind)), tables), ref, req)
+		resp, err := r.Client.Evaluate(executortable.WithSnapshot(metadata.AppendToOutgoingContext(execCtx, executortable.Header, string(r.Kind)), tables), ref, req)
 		code := status.Code(err)
+		if code == codes.DeadlineExceeded && bounded && execCtx.Err() != nil && ctx.Err() == nil {
+			err = status.Errorf(codes.DeadlineExceeded, "function %q did not finish within the caller's deadline (%v) on the %s executor", req.Image, budget, r.Kind)
+		}
 		e.log.DebugContext(ctx, "routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {
 			notFound = append(notFound, string(r.Kind))
@@ -146,6 +161,13 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	}
 	span.SetAttributes(telemetry.AttrExecutor.String("none"), telemetry.AttrNotFound.StringSlice(notFound))
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
+}
+
+// answerMargin is how much of a call's remaining time the gateway keeps to
+// answer it itself: a twentieth, at least 50 ms and at most a second, and
+// never more than half.
+func answerMargin(remaining time.Duration) time.Duration {
+	return min(max(remaining/20, 50*time.Millisecond), time.Second, remaining/2)
 }
 
 // Serving reports whether the gateway can answer: it holds an executor table

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -163,4 +164,47 @@ func TestExecutorsAreToldTheSnapshot(t *testing.T) {
 	resp, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(resourceList))})
 	require.NoError(t, err)
 	assert.Equal(t, "42@run-1", string(resp.Log))
+}
+
+// outlasting is an executor whose function never finishes: it answers when
+// its call's context ends, as a gRPC client does.
+type outlasting struct{}
+
+func (outlasting) Evaluate(ctx context.Context, _ imagematch.Reference, _ *evalwire.Request) (*evalwire.Response, error) {
+	<-ctx.Done()
+	return nil, status.FromContextError(ctx.Err()).Err()
+}
+
+// A call its executor does not finish within the caller's deadline is
+// answered by the gateway before that deadline, naming the function, the
+// deadline and the executor; the caller's own gRPC library would only say
+// "context deadline exceeded". A call the caller cancels is not
+// relabelled.
+func TestDeadlineAnsweredBeforeTheCallers(t *testing.T) {
+	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tables()}, Route{Kind: executortable.Binary, Client: outlasting{}})
+	req := func() *evalwire.Request {
+		return &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(resourceList))}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	_, err := ev.EvaluateFunction(ctx, req())
+	assert.NoError(t, ctx.Err(), "the gateway answered only when the caller's deadline had passed")
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	assert.Regexp(t, `function "fn:v1" did not finish within the caller's deadline \([0-9.]+m?s\) on the binary executor`, status.Convert(err).Message())
+
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	_, err = ev.EvaluateFunction(ctx, req())
+	assert.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+}
+
+func TestAnswerMargin(t *testing.T) {
+	for _, tc := range []struct{ remaining, want time.Duration }{
+		{60 * time.Second, time.Second},
+		{4 * time.Second, 200 * time.Millisecond},
+		{500 * time.Millisecond, 50 * time.Millisecond},
+		{60 * time.Millisecond, 30 * time.Millisecond},
+	} {
+		assert.Equal(t, tc.want, answerMargin(tc.remaining), "margin of %v", tc.remaining)
+	}
 }

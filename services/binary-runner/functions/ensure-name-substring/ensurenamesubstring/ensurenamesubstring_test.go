@@ -686,19 +686,50 @@ functionConfig:
 // against those of the kustomize module in go.mod, when its source is at
 // hand.
 func TestNameReferenceSpecsMatchKustomize(t *testing.T) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kustomize/api").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Skipf("the kustomize module's source is not at hand: %v", err)
-	}
-	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "internal", "konfig", "builtinpluginconsts", "namereference.go"))
-	if err != nil {
-		t.Skipf("the kustomize module's source is not at hand: %v", err)
-	}
+	src, err := os.ReadFile(filepath.Join(kustomizeAPISource(t), "internal", "konfig", "builtinpluginconsts", "namereference.go"))
+	require.NoError(t, err, "kustomize's namereference.go")
 	_, specs, found := strings.Cut(string(src), "\nnameReference:")
 	require.True(t, found, "no nameReference in kustomize's namereference.go")
 	specs, _, found = strings.Cut(specs, "`")
 	require.True(t, found, "no end to nameReference in kustomize's namereference.go")
 	assert.Equal(t, "nameReference:"+specs, strings.TrimPrefix(ensurenamesubstring.NameReferenceSpecs, "\n"))
+}
+
+// kustomizeAPISource is the directory of the sigs.k8s.io/kustomize/api
+// module this code is built with: under Bazel, in the module cache and at
+// the version @gomod names (its go_env.sh and modules.txt); under go test,
+// where the go command finds it.
+func kustomizeAPISource(t *testing.T) string {
+	t.Helper()
+	const module = "sigs.k8s.io/kustomize/api"
+	envFile := os.Getenv("FNRUNNER_GOMOD_ENV")
+	if envFile == "" {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			t.Skipf("the kustomize module's source is not at hand: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// $(rootpath) names runfiles relative to the workspace's runfiles.
+	runfiles := filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"))
+	env, err := os.ReadFile(filepath.Join(runfiles, envFile))
+	require.NoError(t, err)
+	var cache string
+	for _, line := range strings.Split(string(env), "\n") {
+		if v, ok := strings.CutPrefix(line, "GOMODCACHE="); ok {
+			cache = strings.Trim(v, "'")
+		}
+	}
+	require.NotEmpty(t, cache, "GOMODCACHE in %s", envFile)
+	mods, err := os.ReadFile(filepath.Join(runfiles, os.Getenv("FNRUNNER_GOMOD_MODULES")))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(mods), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+			return filepath.Join(cache, module+"@"+f[1])
+		}
+	}
+	t.Fatalf("%s is not in @gomod's modules", module)
+	return ""
 }
 
 // resourceList is a ResourceList of the items (YAML documents) and the

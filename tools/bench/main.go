@@ -88,9 +88,9 @@ func main() {
 
 // bareExec runs bin on input as a bare exec (os/exec, no fnrunner): the
 // floor the rows are compared with.
-func bareExec(bin string, input []byte) load.Call {
+func bareExec(input []byte, bin string, args ...string) load.Call {
 	return func(context.Context) error {
-		cmd := exec.Command(bin)
+		cmd := exec.Command(bin, args...)
 		cmd.Stdin = bytes.NewReader(input)
 		cmd.Stdout = io.Discard
 		return cmd.Run()
@@ -164,7 +164,7 @@ func catalogCmd(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var rows []row
 	for _, in := range inputs {
-		bareCall := bareExec(st.setNamespace, in.data)
+		bareCall := bareExec(in.data, st.setNamespace)
 		rows = append(rows, row{in.name + ", bare exec", load.Run(ctx, in.n, 1, bareCall)})
 		rows = append(rows, row{fmt.Sprintf("%s, bare exec, %v between calls", in.name, *pause), load.Paced(ctx, in.n, *pause, bareCall)})
 		// The binary executor once per sandbox layer set (libs/sandbox).
@@ -287,33 +287,22 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *helper == "" || *function == "" {
 		return errors.New("binaries not given: run tools/bazel run //tools/bench:sandbox")
 	}
-	for _, p := range []*string{helper, function} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
+	if err := absolute(helper, function); err != nil {
+		return err
 	}
 	input := load.SetNamespaceInput(*size)
-	tempDir, err := os.MkdirTemp("", "bench-sandbox-")
+	tempDir, err := callsDir("bench-sandbox-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tempDir)
-	// Every call's uid must reach its private directory (uid layer).
-	if err := os.Chmod(tempDir, 0o711); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	type row struct {
 		name  string
 		stats load.Stats
 	}
 	var rows []row
 	open := func(mode string, warm, pre int) (*sandbox.Sandbox, string, error) {
-		flags := sandbox.Flags{Mode: mode, Helper: *helper, WarmHelpers: warm, PrestartedFunctions: pre, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
-			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
-		sb, err := flags.Open(ctx, log)
+		sb, err := openSandbox(ctx, *helper, tempDir, mode, warm, pre)
 		return sb, fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d --sandbox-prestarted-functions=%d", mode, warm, pre), err
 	}
 	via := func(sb *sandbox.Sandbox) load.Call {
@@ -326,7 +315,7 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	bareCall := bareExec(*function, input)
+	bareCall := bareExec(input, *function)
 	// The layers, interleaved: a round is one call of each.
 	names := []string{"bare exec (os/exec)"}
 	calls := []load.Call{bareCall}
@@ -476,7 +465,7 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	const image = "set-namespace:v0.4.5"
 
 	names := []string{"bare exec (os/exec)", "fnexec --sandbox=none, in the bench's process"}
-	calls := []load.Call{bareExec(flags.setNamespace, input), func(ctx context.Context) error {
+	calls := []load.Call{bareExec(input, flags.setNamespace), func(ctx context.Context) error {
 		_, err := fnexec.Run(ctx, []string{flags.setNamespace}, bytes.NewReader(input), fnexec.Options{})
 		return err
 	}}
@@ -607,4 +596,38 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 			round(perCall("gateway", *n)), round(perCall("binary-runner", 2**n)))
 	}
 	return nil
+}
+
+// absolute makes each path absolute (the Bazel targets give runfiles paths).
+func absolute(paths ...*string) error {
+	for _, p := range paths {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	return nil
+}
+
+// callsDir makes the directory the calls' private directories go in, which
+// every call's uid (the uid layer) must reach.
+func callsDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// openSandbox opens the sandbox layers mode names with the limits the
+// binary-runner's flags default to, its calls' directories in tempDir.
+func openSandbox(ctx context.Context, helper, tempDir, mode string, warm, prestarted int) (*sandbox.Sandbox, error) {
+	flags := sandbox.Flags{Mode: mode, Helper: helper, WarmHelpers: warm, PrestartedFunctions: prestarted, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
+		Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
+	return flags.Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }

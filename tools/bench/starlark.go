@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,7 +15,6 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
-	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/script"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
@@ -44,25 +40,16 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 	if *helper == "" || *function == "" {
 		return errors.New("binaries not given: run tools/bazel run //tools/bench:starlark")
 	}
-	for _, p := range []*string{helper, function} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return err
-		}
-		*p = abs
+	if err := absolute(helper, function); err != nil {
+		return err
 	}
-	tempDir, err := os.MkdirTemp("", "bench-starlark-")
+	tempDir, err := callsDir("bench-starlark-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tempDir)
-	// Every call's uid must reach its private directory (uid layer).
-	if err := os.Chmod(tempDir, 0o711); err != nil {
-		return err
-	}
 	b := bounds.Bounds{MaxSteps: bounds.DefaultMaxSteps, MaxDepth: bounds.DefaultMaxDepth}
 	argv := append([]string{*function}, b.Args()...)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	names := []string{"in process (the bounded fork's entry, fn.Run; not shipped)", "bare exec of the binary (os/exec)"}
 	var sandboxes []*sandbox.Sandbox
@@ -72,9 +59,7 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}()
 	for _, mode := range []string{"none", "base,landlock", "base,landlock,uid", "auto"} {
-		flags := sandbox.Flags{Mode: mode, Helper: *helper, WarmHelpers: 4, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
-			Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
-		sb, err := flags.Open(ctx, log)
+		sb, err := openSandbox(ctx, *helper, tempDir, mode, 4, 0)
 		name := fmt.Sprintf("process, fnexec --sandbox=%s", mode)
 		if err != nil {
 			fmt.Fprintf(out, "%s: %v\n", name, err)
@@ -94,12 +79,7 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 				_, err := fn.Run(script.Process(b), input)
 				return err
 			},
-			func(context.Context) error {
-				cmd := exec.Command(argv[0], argv[1:]...)
-				cmd.Stdin = bytes.NewReader(input)
-				cmd.Stdout = io.Discard
-				return cmd.Run()
-			},
+			bareExec(input, argv[0], argv[1:]...),
 		}
 		for _, sb := range sandboxes {
 			opts := fnexec.Options{TempDir: tempDir}

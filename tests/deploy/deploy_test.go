@@ -41,6 +41,18 @@ import (
 
 const ns = "porch-fn-system"
 
+// workloadPods is a Deployment's or StatefulSet's pod template.
+func workloadPods(t *testing.T, o *unstructured.Unstructured) *corev1.PodTemplateSpec {
+	t.Helper()
+	var w struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &w))
+	return &w.Spec.Template
+}
+
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
 	root := os.Getenv("TEST_SRCDIR")
@@ -165,13 +177,7 @@ func TestHardenedPodsAreAdmittedAsRestricted(t *testing.T) {
 		var spec *corev1.PodSpec
 		switch o.GetKind() {
 		case "Deployment", "StatefulSet":
-			var w struct {
-				Spec struct {
-					Template corev1.PodTemplateSpec `json:"template"`
-				} `json:"spec"`
-			}
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &w))
-			spec = &w.Spec.Template.Spec
+			spec = &workloadPods(t, o).Spec
 		case "PodTemplate":
 			var pt corev1.PodTemplate
 			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pt))

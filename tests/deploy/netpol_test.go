@@ -33,15 +33,10 @@ func TestHardenedNetworkPolicyFlows(t *testing.T) {
 			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &np))
 			policies = append(policies, &np)
 		case "Deployment", "StatefulSet":
-			var w struct {
-				Spec struct {
-					Template corev1.PodTemplateSpec `json:"template"`
-				} `json:"spec"`
-			}
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &w))
-			labels[o.GetName()] = w.Spec.Template.Labels
+			pods := workloadPods(t, o)
+			labels[o.GetName()] = pods.Labels
 			ports[o.GetName()] = map[string]int{}
-			for _, p := range w.Spec.Template.Spec.Containers[0].Ports {
+			for _, p := range pods.Spec.Containers[0].Ports {
 				ports[o.GetName()][p.Name] = int(p.ContainerPort)
 			}
 		}

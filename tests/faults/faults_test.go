@@ -407,7 +407,7 @@ func TestHostileStarlark(t *testing.T) {
 		deadline     time.Duration
 	}{
 		{"unbounded recursion", "def f(n):\n  return f(n + 1)\nf(0)", codes.Internal, time.Minute},
-		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 4 * time.Second},
+		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ledger.Run(context.Background(), ledger.Options{Calls: 2, Concurrency: 1, Deadline: tc.deadline},
@@ -416,7 +416,7 @@ func TestHostileStarlark(t *testing.T) {
 			assert.Equal(t, 2, r.Codes[tc.want], "want %v for every call", tc.want)
 			if tc.want == codes.DeadlineExceeded {
 				// The gateway's answer, ahead of the caller's library's.
-				assert.ErrorContains(t, r.Errors[tc.want], `function "starlark:v0.5.5" did not finish within the caller's deadline`)
+				assert.ErrorContains(t, r.Errors[tc.want], `function "starlark:v0.5.5": no answer from the binary executor within the call's deadline`)
 			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -545,13 +545,16 @@ func TestGoRuntimeCrash(t *testing.T) {
 	require.NoError(t, err, "the binary-runner did not end (wedged?)")
 	assert.Equal(t, 2, state.ExitCode(), "the runtime's exit code for a fatal error")
 	log := s.Log("binary-runner")
-	assert.True(t, strings.Contains(log, "fatal error: out of memory"), "the runtime's crash is not in the binary-runner's log:\n%s", log[max(0, len(log)-2000):])
+	assert.Regexp(t, `fatal error: (out of memory|runtime: cannot allocate memory)`, log[max(0, len(log)-200000):], "the runtime's crash")
 
 	ledger.Check(t, "go runtime crash", r, codes.Unavailable)
 	assert.Positive(t, r.Codes[codes.Unavailable], "calls in flight when the runtime crashed")
 	if err := r.Errors[codes.Unavailable]; err != nil {
-		assert.ErrorContains(t, err, "not repeated", "Unavailable does not say the call was not repeated")
+		// Sent and cut off, or (a call that reached the gateway as the
+		// runner went) never sent: either way said, never repeated.
+		assert.Regexp(t, "not repeated|not sent", status.Convert(err).Message(), "Unavailable does not say whether the call was repeated")
 	}
+	t.Logf("go runtime crash: %d of %d calls Unavailable, %d OK", r.Codes[codes.Unavailable], calls, r.OK)
 
 	require.NoError(t, s.Restart("binary-runner"))
 	require.NoError(t, s.WaitHealthy(ctx, "binary-runner"))

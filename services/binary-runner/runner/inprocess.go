@@ -249,23 +249,32 @@ var processFrame = []byte("github.com/fnrunner/fnrunner/services/binary-runner/r
 // would print it: the goroutine's header and the frames from where it
 // panicked down to the function's entry, without the recovery's frames
 // above nor the runner's below, which say nothing about the function and
-// much about the runner.
+// much about the runner. A frame is its call's line and the tab-indented
+// lines after it ("...N frames elided..." is a frame of one line).
 func functionFrames(stack []byte) []byte {
 	lines := bytes.Split(bytes.TrimRight(stack, "\n"), []byte("\n"))
-	if len(lines) < 3 {
+	if len(lines) < 2 {
 		return stack
 	}
-	// A header, then two lines a frame: the call, then "\tfile:line".
-	header, frames := lines[0], lines[1:]
-	start, end := -1, len(frames)
-	for i := 0; i+1 < len(frames); i += 2 {
-		switch {
-		case start < 0 && bytes.HasPrefix(frames[i], []byte("panic(")):
-			start = i + 2
-		case start >= 0 && bytes.HasPrefix(frames[i], processFrame):
-			end = i
+	header := lines[0]
+	var frames [][][]byte
+	for _, l := range lines[1:] {
+		if len(l) > 0 && l[0] == '\t' && len(frames) > 0 {
+			frames[len(frames)-1] = append(frames[len(frames)-1], l)
+			continue
 		}
-		if end < len(frames) {
+		frames = append(frames, [][]byte{l})
+	}
+	start, end := -1, len(frames)
+	for i, f := range frames {
+		if start < 0 {
+			if bytes.HasPrefix(f[0], []byte("panic(")) {
+				start = i + 1
+			}
+			continue
+		}
+		if bytes.HasPrefix(f[0], processFrame) {
+			end = i
 			break
 		}
 	}
@@ -273,6 +282,9 @@ func functionFrames(stack []byte) []byte {
 		return stack
 	}
 	out := append(append([]byte(nil), header...), '\n')
-	out = append(out, bytes.Join(frames[start:end], []byte("\n"))...)
-	return append(out, '\n')
+	for _, f := range frames[start:end] {
+		out = append(out, bytes.Join(f, []byte("\n"))...)
+		out = append(out, '\n')
+	}
+	return out
 }

@@ -287,3 +287,30 @@ func TestPanicLogShowsTheFunctionsFramesOnly(t *testing.T) {
 		assert.NotContains(t, log, runners, "runner frames in the function's log:\n%s", log)
 	}
 }
+
+// A stack Go cut short ("...N frames elided...") is trimmed as well: the
+// line stands for frames of its own.
+func TestFunctionFramesAcrossElidedFrames(t *testing.T) {
+	stack := strings.Join([]string{
+		"goroutine 7 [running]:",
+		"runtime/debug.Stack()",
+		"\t/go/src/runtime/debug/stack.go:26 +0x5e",
+		"github.com/fnrunner/fnrunner/services/binary-runner/runner.runInProcess.func1()",
+		"\t/src/runner/inprocess.go:84 +0x45",
+		"panic({0x1, 0x2})",
+		"\t/go/src/runtime/panic.go:792 +0x132",
+		"example.com/fn.deep(...)",
+		"\t/src/fn/fn.go:10",
+		"...12 frames elided...",
+		"example.com/fn.Process(0x1)",
+		"\t/src/fn/fn.go:3 +0x25",
+		"github.com/fnrunner/fnrunner/services/binary-runner/runner.process({0x1, 0x2})",
+		"\t/src/runner/inprocess.go:125 +0x6a",
+		"created by github.com/fnrunner/fnrunner/services/binary-runner/runner.(*inProcess).run in goroutine 30",
+		"\t/src/runner/inprocess.go:57 +0xe7",
+	}, "\n") + "\n"
+	want := "goroutine 7 [running]:\nexample.com/fn.deep(...)\n\t/src/fn/fn.go:10\n...12 frames elided...\nexample.com/fn.Process(0x1)\n\t/src/fn/fn.go:3 +0x25\n"
+	assert.Equal(t, want, string(functionFrames([]byte(stack))))
+	// No panic frame (not debug.Stack's text of a panic): as it is.
+	assert.Equal(t, "goroutine 1 [running]:\nmain.main()\n", string(functionFrames([]byte("goroutine 1 [running]:\nmain.main()\n"))))
+}

@@ -130,12 +130,13 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	// "context deadline exceeded".
 	execCtx := ctx
 	deadline, bounded := ctx.Deadline()
+	var budget time.Duration
 	if bounded {
+		budget = time.Until(deadline).Round(100 * time.Millisecond)
 		var cancel context.CancelFunc
 		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-answerMargin(time.Until(deadline))))
 		defer cancel()
 	}
-	budget := time.Until(deadline).Round(100 * time.Millisecond)
 	var notFound []string
 	for _, r := range e.routes {
 		if _, ok := tables.Lookup(r.Kind, ref); !ok && !r.Unclaimed {
@@ -147,7 +148,8 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 		resp, err := r.Client.Evaluate(executortable.WithSnapshot(metadata.AppendToOutgoingContext(execCtx, executortable.Header, string(r.Kind)), tables), ref, req)
 		code := status.Code(err)
 		if code == codes.DeadlineExceeded && bounded && execCtx.Err() != nil && ctx.Err() == nil {
-			err = status.Errorf(codes.DeadlineExceeded, "function %q did not finish within the caller's deadline (%v) on the %s executor", req.Image, budget, r.Kind)
+			// The call's deadline: the caller's, or --max-call-duration's.
+			err = status.Errorf(codes.DeadlineExceeded, "function %q: no answer from the %s executor within the call's deadline (%v)", req.Image, r.Kind, budget)
 		}
 		e.log.DebugContext(ctx, "routed", "image", req.Image, "executor", r.Kind, "code", code.String(), "duration", time.Since(start).String())
 		if code == codes.NotFound {

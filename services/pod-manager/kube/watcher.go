@@ -177,7 +177,7 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		if reason := Pending(&pod); reason != "" {
 			w.Events.PodPending(pod.Name, reason)
 		}
-		return reconcile.Result{RequeueAfter: w.ProbeInterval}, nil
+		return reconcile.Result{RequeueAfter: w.probeInterval(&pod)}, nil
 	}
 	if !Ready(&pod) || pod.Status.PodIP == "" {
 		if reason := Pending(&pod); reason != "" && Unschedulable(&pod) {
@@ -197,6 +197,19 @@ func (w *Watcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
+// slowStart is how long a pod starts as pods usually do (no image to
+// pull); one that takes longer (pulling a large image, say) is asked once a
+// second at most.
+const slowStart = 10 * time.Second
+
+// probeInterval is how soon a starting pod is asked again.
+func (w *Watcher) probeInterval(pod *corev1.Pod) time.Duration {
+	if time.Since(pod.CreationTimestamp.Time) > slowStart {
+		return max(w.ProbeInterval, time.Second)
+	}
+	return w.ProbeInterval
+}
+
 // probing says whether the pod's wrapper-server is asked directly: a
 // Health, a pod whose readiness is the wrapper-server's health alone, its
 // IP known (its Service has no endpoint before), within ProbeFor of its
@@ -209,24 +222,44 @@ func (w *Watcher) probing(pod *corev1.Pod) bool {
 // ReadyIsWrapperHealth says whether the pod's Ready condition means no more
 // than "the wrapper-server answers its health check SERVING", so that the
 // pod-manager may ask that itself instead of waiting for the kubelet: one
-// container, no readiness gates, and a readiness probe that is the
-// wrapper-server's health (a gRPC probe of its port, as fnrunner's template
-// has, or grpc-health-probe of it, as porch's has), a TCP check of its port
-// (which a health answer implies) or none. Anything else — an operator's
-// own check, a delay, a sidecar — is the kubelet's to judge.
+// container, no sidecar (an init container that keeps running), no
+// readiness gates, no startup probe and no postStart hook (readiness waits
+// for them), and a readiness probe that is the wrapper-server's health (a
+// gRPC probe of its port, as fnrunner's template has, or grpc-health-probe
+// of it, as porch's has), a TCP check of its port (which a health answer
+// implies) or none, with no initial delay and one success enough. Anything
+// else — an operator's own check, a delay, a sidecar — is the kubelet's to
+// judge.
 func ReadyIsWrapperHealth(pod *corev1.Pod) bool {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.ReadinessGates) != 0 {
 		return false
 	}
-	probe := pod.Spec.Containers[0].ReadinessProbe
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return false
+		}
+	}
+	c := pod.Spec.Containers[0]
+	if c.StartupProbe != nil || c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		return false
+	}
+	probe := c.ReadinessProbe
 	if probe == nil {
 		return true
 	}
-	if probe.InitialDelaySeconds != 0 {
+	if probe.InitialDelaySeconds != 0 || probe.SuccessThreshold > 1 {
 		return false
 	}
 	wrapperPort := func(p intstr.IntOrString) bool {
-		return p.Type == intstr.Int && p.IntVal == templates.WrapperPort || p.Type == intstr.String && p.StrVal == "grpc"
+		if p.Type == intstr.Int {
+			return p.IntVal == templates.WrapperPort
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == p.StrVal {
+				return cp.ContainerPort == templates.WrapperPort
+			}
+		}
+		return false
 	}
 	switch h := probe.ProbeHandler; {
 	case h.GRPC != nil:

@@ -453,6 +453,7 @@ func TestReadyIsWrapperHealth(t *testing.T) {
 		probe      *corev1.Probe
 		containers int
 		gates      bool
+		mutate     func(*corev1.Pod)
 		want       bool
 	}{
 		{name: "fnrunner's template", probe: templates.DefaultPodTemplate("fns", "wrapper:v1").Template.Spec.Containers[0].ReadinessProbe, want: true},
@@ -469,11 +470,28 @@ func TestReadyIsWrapperHealth(t *testing.T) {
 		{name: "an initial delay", probe: delayed},
 		{name: "a readiness gate", probe: grpcProbe(9446, ""), gates: true},
 		{name: "a second container", probe: grpcProbe(9446, ""), containers: 2},
+		{name: "tcp on the wrapper's port by name", probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("grpc")}}}, want: true},
+		{name: "tcp on another port by name", probe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("metrics")}}}},
+		{name: "two successes needed", probe: func() *corev1.Probe { p := grpcProbe(9446, ""); p.SuccessThreshold = 2; return p }()},
+		{name: "a startup probe", probe: grpcProbe(9446, ""), mutate: func(p *corev1.Pod) { p.Spec.Containers[0].StartupProbe = grpcProbe(9446, "") }},
+		{name: "a postStart hook", probe: grpcProbe(9446, ""), mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"warm-up"}}}}
+		}},
+		{name: "a native sidecar", probe: grpcProbe(9446, ""), mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+		}},
+		{name: "an init container that ends", probe: grpcProbe(9446, ""), want: true, mutate: func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "copy-wrapper"}}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", ReadinessProbe: tc.probe}}}}
+			pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "function", ReadinessProbe: tc.probe,
+				Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 9446}, {Name: "metrics", ContainerPort: 9094}}}}}}
 			if tc.containers == 2 {
 				pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar"})
+			}
+			if tc.mutate != nil {
+				tc.mutate(pod)
 			}
 			if tc.gates {
 				pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/warm"}}

@@ -398,9 +398,7 @@ func starlarkInput(script string) string {
 // followed by ordinary calls that succeed on a binary-runner that never
 // stopped serving.
 func TestHostileStarlark(t *testing.T) {
-	// No step limit: the loop that never ends meets the call's deadline
-	// (the limit, about 9 s of a busy loop here, is tests/hostile's).
-	s := stack.Start(t, stack.Options{BinaryRunnerArgs: []string{"--starlark-max-steps=0"}})
+	s := stack.Start(t, stack.Options{})
 	runner := pid(t, s, "binary-runner")
 	starlarkExe, err := filepath.EvalSymlinks(filepath.Join(s.FunctionsDir, "starlark"))
 	require.NoError(t, err)
@@ -410,17 +408,13 @@ func TestHostileStarlark(t *testing.T) {
 		deadline     time.Duration
 	}{
 		{"unbounded recursion", "def f(n):\n  return f(n + 1)\nf(0)", codes.Internal, time.Minute},
-		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 6 * time.Second},
+		{"a loop that never ends", "def spin():\n  for i in range(1 << 62):\n    pass\nspin()", codes.DeadlineExceeded, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ledger.Run(context.Background(), ledger.Options{Calls: 2, Concurrency: 1, Deadline: tc.deadline},
 				evaluate(s, "starlark:v0.5.5", starlarkInput(tc.script)))
 			ledger.Check(t, tc.name, r, tc.want)
 			assert.Equal(t, 2, r.Codes[tc.want], "want %v for every call", tc.want)
-			if tc.want == codes.DeadlineExceeded {
-				// The gateway's answer, ahead of the caller's library's.
-				assert.ErrorContains(t, r.Errors[tc.want], `function "starlark:v0.5.5": no answer from the go executor within the call's deadline`)
-			}
 
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -74,11 +74,14 @@ type Evaluator struct {
 	routes []Route
 	// notFound counts the NotFound answers that fell through, by executor.
 	notFound *prometheus.CounterVec
+	// margin is how much of a call's remaining time the gateway keeps to
+	// answer it itself (answerMargin).
+	margin func(remaining time.Duration) time.Duration
 }
 
 // NewEvaluator returns an Evaluator that tries routes in the order given.
 func NewEvaluator(log *slog.Logger, tables Tables, routes ...Route) *Evaluator {
-	return &Evaluator{log: log, tables: tables, routes: routes,
+	return &Evaluator{log: log, tables: tables, routes: routes, margin: answerMargin,
 		notFound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fnrunner_gateway_not_found_total",
 			Help: "Calls an executor answered NotFound, so that the gateway asked the next one (or, after the last, answered NotFound), by executor.",
@@ -134,7 +137,7 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	if bounded {
 		budget = time.Until(deadline).Round(100 * time.Millisecond)
 		var cancel context.CancelFunc
-		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-answerMargin(time.Until(deadline))))
+		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-e.margin(time.Until(deadline))))
 		defer cancel()
 	}
 	var notFound []string

@@ -314,6 +314,22 @@ func sweepStale(t testing.TB) {
 			t.Logf("stale node %s: %v", pid, err)
 		}
 	}
+	// The files of nodes whose run is over (containerd's root with the
+	// images): a run killed before its teardown left them, and a failed
+	// run kept them to be looked at until this one.
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "fnr*-*"))
+	for _, d := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "fnr"), "-")
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue // not a node's
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // its test still runs
+		}
+		if err := os.RemoveAll(d); err != nil {
+			t.Logf("stale node files %s: %v", d, err)
+		}
+	}
 }
 
 // freeOctet picks x for the veth's 10.199.x.0/30, one no address of this
@@ -816,7 +832,7 @@ func (n *Node) teardown(t testing.TB) {
 	if !t.Failed() {
 		_ = os.RemoveAll(n.dir)
 	} else {
-		t.Logf("node files kept in %s", n.dir)
+		t.Logf("node files kept in %s (the next node test removes them)", n.dir)
 	}
 }
 

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/node"
 )
@@ -101,11 +99,7 @@ func BenchmarkNodePod(b *testing.B) {
 				// pod requests CPU. The claim goes first, or a
 				// pod-manager that starts later warms a pod for it
 				// again. The last serves the warm calls.
-				fc := &unstructured.Unstructured{}
-				fc.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-				fc.SetNamespace(namespace)
-				fc.SetName(prev)
-				require.NoError(b, client.IgnoreNotFound(c.Delete(ctx, fc)))
+				require.NoError(b, client.IgnoreNotFound(c.Delete(ctx, functionConfigRef(prev))))
 				for _, p := range functionPods(b, c, prev) {
 					require.NoError(b, client.IgnoreNotFound(c.Delete(ctx, &p)))
 				}

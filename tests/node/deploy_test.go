@@ -440,9 +440,8 @@ func ttlCollects(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
 		return nil
 	})
 	if err != nil {
-		fc := &unstructured.Unstructured{}
-		fc.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-		_ = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "sn-ttl"}, fc)
+		fc := functionConfigRef("sn-ttl")
+		_ = c.Get(ctx, client.ObjectKeyFromObject(fc), fc)
 		spec, _, _ := unstructured.NestedMap(fc.Object, "spec")
 		var pm corev1.Pod
 		_ = c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fnrunner-pod-manager-0"}, &pm)
@@ -819,18 +818,13 @@ func claimAt(t testing.TB, n *node.Node, registry, name string, with ...func(*v1
 	for _, f := range with {
 		f(fc.Spec.PodExecutor)
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
-	require.NoError(t, err)
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-	require.NoError(t, n.Kube.Client.Create(context.Background(), u))
+	require.NoError(t, n.Kube.Client.Create(context.Background(), functionConfigObject(t, fc, name)))
 	// Until the config-reconciler has seen it, a call would run the image
 	// unclaimed, with the pod-manager's defaults (it runs unclaimed
 	// images, as porch does).
-	err = harness.Poll(time.Minute, 100*time.Millisecond, func() error {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-		if err := n.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(fc), got); err != nil {
+	err := harness.Poll(time.Minute, 100*time.Millisecond, func() error {
+		got := functionConfigRef(name)
+		if err := n.Kube.Client.Get(context.Background(), client.ObjectKeyFromObject(got), got); err != nil {
 			return err
 		}
 		if seen, _, _ := unstructured.NestedInt64(got.Object, "status", "functionRunnerObservedGeneration"); seen != got.GetGeneration() {
@@ -840,6 +834,30 @@ func claimAt(t testing.TB, n *node.Node, registry, name string, with ...func(*v1
 	})
 	require.NoError(t, err)
 	return registry + "/fns/" + name + ":node"
+}
+
+// functionConfigRef is a FunctionConfig of the function namespace by its
+// name only: to get or delete it by.
+func functionConfigRef(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+// functionConfigObject is fc named name in the function namespace, as an
+// object to create or apply.
+func functionConfigObject(t testing.TB, fc *v1alpha1.FunctionConfig, name string) *unstructured.Unstructured {
+	t.Helper()
+	fc.Namespace, fc.Name = namespace, name
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u
 }
 
 // callClaimed calls image through conn, again while the answer is NotFound

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
@@ -90,7 +90,7 @@ func TestSwitchFromPorch(t *testing.T) {
 
 	// Every FunctionConfig: the function runner's finalizer, its
 	// generation observed, porch's finalizers and spec as they were.
-	names := append(sortedKeys(specs), "sn-nobinary")
+	names := append(slices.Sorted(maps.Keys(specs)), "sn-nobinary")
 	errs := map[string]string{}
 	err = harness.Poll(2*time.Minute, time.Second, func() error {
 		for _, name := range names {
@@ -108,7 +108,7 @@ func TestSwitchFromPorch(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err, "\n%s", podReport(ctx, c))
-	for _, name := range sortedKeys(specs) {
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		u := getFunctionConfig(t, c, name)
 		assert.Equal(t, specs[name], specJSON(t, u), "%s: porch's spec changed", name)
 		for _, fin := range porchFinalizers {
@@ -153,17 +153,16 @@ func TestSwitchFromPorch(t *testing.T) {
 	// A FunctionConfig deleted: the function runner's finalizer goes, and
 	// with no other finalizer on it, so does the object.
 	var plain string
-	for _, name := range sortedKeys(specs) {
+	for _, name := range slices.Sorted(maps.Keys(specs)) {
 		if !slices.Contains(withPorchFinalizers, name) {
 			plain = name
 			break
 		}
 	}
-	require.NoError(t, c.Delete(ctx, getFunctionConfig(t, c, plain)))
+	require.NoError(t, c.Delete(ctx, functionConfigRef(plain)))
 	err = harness.Poll(time.Minute, time.Second, func() error {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-		err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: plain}, u)
+		u := functionConfigRef(plain)
+		err := c.Get(ctx, client.ObjectKeyFromObject(u), u)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -185,32 +184,7 @@ func specJSON(t *testing.T, u *unstructured.Unstructured) string {
 // getFunctionConfig reads a FunctionConfig of the function namespace.
 func getFunctionConfig(t *testing.T, c client.Client, name string) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u), "FunctionConfig %s", name)
+	u := functionConfigRef(name)
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(u), u), "FunctionConfig %s", name)
 	return u
-}
-
-// functionConfigObject is fc named name in the function namespace, as an
-// object to apply.
-func functionConfigObject(t *testing.T, fc *v1alpha1.FunctionConfig, name string) *unstructured.Unstructured {
-	t.Helper()
-	fc.Namespace, fc.Name = namespace, name
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(fc)
-	require.NoError(t, err)
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("FunctionConfig"))
-	delete(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return u
-}
-
-// sortedKeys are m's keys in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -284,10 +284,7 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *helper == "" || *function == "" {
-		return errors.New("binaries not given: run tools/bazel run //tools/bench:sandbox")
-	}
-	if err := absolute(helper, function); err != nil {
+	if err := binaries("sandbox", helper, function); err != nil {
 		return err
 	}
 	input := load.SetNamespaceInput(*size)
@@ -598,9 +595,13 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// absolute makes each path absolute (the Bazel targets give runfiles paths).
-func absolute(paths ...*string) error {
+// binaries checks that the Bazel target (//tools/bench:<target>) gave each
+// binary's path, and makes them absolute (it gives runfiles paths).
+func binaries(target string, paths ...*string) error {
 	for _, p := range paths {
+		if *p == "" {
+			return fmt.Errorf("binaries not given: run tools/bazel run //tools/bench:%s", target)
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,10 +36,7 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *helper == "" || *function == "" {
-		return errors.New("binaries not given: run tools/bazel run //tools/bench:starlark")
-	}
-	if err := absolute(helper, function); err != nil {
+	if err := binaries("starlark", helper, function); err != nil {
 		return err
 	}
 	tempDir, err := callsDir("bench-starlark-")

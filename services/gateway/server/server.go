@@ -135,9 +135,10 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	deadline, bounded := ctx.Deadline()
 	var budget time.Duration
 	if bounded {
-		budget = time.Until(deadline).Round(100 * time.Millisecond)
+		remaining := time.Until(deadline)
+		budget = remaining.Round(100 * time.Millisecond)
 		var cancel context.CancelFunc
-		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-e.margin(time.Until(deadline))))
+		execCtx, cancel = context.WithDeadline(ctx, deadline.Add(-e.margin(remaining)))
 		defer cancel()
 	}
 	var notFound []string

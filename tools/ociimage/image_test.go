@@ -42,8 +42,6 @@ func TestSameInputsSameDigest(t *testing.T) {
 	assert.NotEqual(t, a, digest(spec("y")), "a different label kept the digest")
 }
 
-// Every image Bazel builds is pushed to a registry on loopback, pulled back
-// and checked: config, layers, static binaries that run.
 // An image may name its program by Cmd alone, with no entrypoint (as
 // function images do that a runtime starts by their command).
 func TestCmdWithoutEntrypoint(t *testing.T) {
@@ -58,6 +56,8 @@ func TestCmdWithoutEntrypoint(t *testing.T) {
 	assert.Equal(t, []string{"/fn"}, cfg.Config.Cmd, "cmd")
 }
 
+// Every image Bazel builds is pushed to a registry on loopback, pulled back
+// and checked: config, layers, static binaries that run.
 func TestServiceImages(t *testing.T) {
 	entries := strings.Fields(os.Getenv("FNRUNNER_IMAGES"))
 	require.NotEmpty(t, entries, "FNRUNNER_IMAGES is not set: run with tools/bazel test")

@@ -6,7 +6,8 @@
 // porch's path: starlark drops every comment and sorts every map, and kpt
 // restores both from its input after each function), rendered
 // (`kpt fn render`) or evaluated (`kpt fn eval`: testType eval, or an
-// exec.sh running kpt fn eval) through the gateway, once with the go
+// exec.sh running kpt fn eval) through the gateway by two clients (fnctl's
+// library and porch's path, see renderPath), once with the go
 // executor and once with the binary executor, must give the expected exit
 // code, package diff and results.
 package conformance_test
@@ -131,8 +132,9 @@ func TestCorpus(t *testing.T) {
 }
 
 // The two clients a case runs through: libs/kptrender (fnctl render and
-// eval), and porch's render path (tools/porchrender: kpt's kptops with porch's
-// gRPC function runtime), which porch users take.
+// eval), and porch's path (tools/porchrender: kpt's kptops with porch's gRPC
+// function runtime, which porch users take, and for eval cases kpt's own fn
+// eval command with the call carried by porch's client).
 type renderPath int
 
 const (
@@ -143,7 +145,6 @@ const (
 // porchRender renders pkg through tools/porchrender against the gateway.
 func porchRender(t *testing.T, s *stack.Stack, pkg string) *kptrender.ResultList {
 	t.Helper()
-	bin := harness.Binary(t, "FNRUNNER_PORCHRENDER")
 	args := []string{"--address", s.GatewayAddress}
 	// The images of every Kptfile of the package tree.
 	mapped := map[string]bool{}
@@ -164,13 +165,44 @@ func porchRender(t *testing.T, s *stack.Stack, pkg string) *kptrender.ResultList
 		return nil
 	})
 	require.NoError(t, err)
-	cmd := exec.Command(bin, append(args, pkg)...)
+	return porchrender(t, append(args, pkg)...)
+}
+
+// porchEval evaluates the case's function on pkg through `porchrender eval`
+// against the gateway: kpt's own fn eval command, the call carried by
+// porch's client (porch has no eval of its own). The arguments go to kpt as
+// a case's `kpt fn eval … -- KEY=VALUE` would, and kpt makes the ConfigMap.
+func porchEval(t *testing.T, s *stack.Stack, pkg string, e *evalCase) *kptrender.ResultList {
+	t.Helper()
+	args := []string{"eval", "--address", s.GatewayAddress, "--image", e.image, "--map-image", e.image + "=" + mapImage(e.image)}
+	if e.fnConfig != "" {
+		args = append(args, "--fn-config", filepath.Join(pkg, e.fnConfig))
+	}
+	args = append(args, pkg)
+	if len(e.args) > 0 {
+		keys := make([]string, 0, len(e.args))
+		for k := range e.args {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		args = append(args, "--")
+		for _, k := range keys {
+			args = append(args, k+"="+e.args[k])
+		}
+	}
+	return porchrender(t, args...)
+}
+
+// porchrender runs tools/porchrender and reads the result list it prints.
+func porchrender(t *testing.T, args ...string) *kptrender.ResultList {
+	t.Helper()
+	cmd := exec.Command(harness.Binary(t, "FNRUNNER_PORCHRENDER"), args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	var xe *exec.ExitError
-	// Exit code 1: the render failed (a function, or kpt refused what one
-	// returned); the result list is then printed, and the case says whether
+	// Exit code 1: the render or eval failed (a function, or kpt refused
+	// what one returned); the result list is then printed, and the case says whether
 	// it expects a failure. Anything else is the harness's or porchrender's.
 	if err != nil && !(errors.As(err, &xe) && xe.ExitCode() == 1) {
 		require.NoError(t, err, "porchrender: %s", stderr.String())
@@ -180,8 +212,8 @@ func porchRender(t *testing.T, s *stack.Stack, pkg string) *kptrender.ResultList
 	if err != nil {
 		// A function failed (the list says so), or kpt refused the package
 		// or a function's output: an error, as kptrender.Render's.
-		require.Equal(t, 1, list.ExitCode, "porchrender failed the render, no function did: %s", stderr.String())
-		t.Logf("porchrender: a function failed the render: %s", stderr.String())
+		require.Equal(t, 1, list.ExitCode, "porchrender failed, no function did: %s", stderr.String())
+		t.Logf("porchrender: a function failed: %s", stderr.String())
 	}
 	return &list
 }
@@ -196,9 +228,6 @@ func runCase(t *testing.T, s *stack.Stack, src string, path renderPath) {
 	require.NoError(t, err)
 	if eval == nil && cfg.TestType != "" && cfg.TestType != "render" {
 		t.Fatalf("testType %q is not run by this harness", cfg.TestType)
-	}
-	if path == porchPath && eval != nil {
-		t.Skip("porch renders packages; it has no kpt fn eval")
 	}
 	if cfg.RunCount == 0 {
 		cfg.RunCount = 1
@@ -217,14 +246,17 @@ func runCase(t *testing.T, s *stack.Stack, src string, path renderPath) {
 	for i := 0; i < cfg.RunCount; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var err error
-		if path == porchPath {
+		switch {
+		case path == porchPath && eval != nil:
+			list = porchEval(t, s, pkg, eval)
+		case path == porchPath:
 			list = porchRender(t, s, pkg)
-		} else if eval != nil {
+		case eval != nil:
 			var config *yaml.RNode
 			if config, err = eval.config(pkg); err == nil {
 				list, err = kptrender.Eval(ctx, pkg, s.Client(), eval.image, config, kptrender.Options{MapImage: mapImage})
 			}
-		} else {
+		default:
 			list, err = kptrender.Render(ctx, pkg, s.Client(), kptrender.Options{MapImage: mapImage})
 		}
 		cancel()

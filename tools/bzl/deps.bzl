@@ -97,13 +97,17 @@ def fnrunner_dependencies():
         exports = ["root/bin/busybox"],
     )
 
-    # porch's render path (kptops + porch's gRPC runtime), from its own module;
-    # porch's wrapper-server and grpc-health-probe from the same module.
+    # porch's render path (kptops + porch's gRPC runtime) and kpt's fn eval
+    # over porch's client, from its own module; porch's wrapper-server and
+    # grpc-health-probe from the same module.
     porchrender_binary(
         name = "porchrender",
         go_mod = Label("//tools/porchrender:go.mod"),
         go_sum = Label("//tools/porchrender:go.sum"),
-        main = Label("//tools/porchrender:main.go"),
+        srcs = [
+            Label("//tools/porchrender:eval.go"),
+            Label("//tools/porchrender:main.go"),
+        ],
     )
 
     # Debian's CA bundle, put into every image.

@@ -1,7 +1,8 @@
 """porchrender_binary: tools/porchrender, porch's render path (kpt's kptops
-with porch's gRPC function runtime), built from its own wrapper module, and
-from the same module the two binaries porch's function-pod image holds:
-porch's wrapper-server and grpc-health-probe (its go.mod's tool lines).
+with porch's gRPC function runtime) and kpt's fn eval over porch's client,
+built from its own wrapper module, and from the same module the two binaries
+porch's function-pod image holds: porch's wrapper-server and
+grpc-health-probe (its go.mod's tool lines).
 
 The module's go.mod and go.sum are checked in under tools/porchrender/;
 `go build -mod=readonly` verifies every module against that go.sum (sums of
@@ -17,9 +18,11 @@ PORCH_WRAPPER_SERVER = "github.com/nephio-project/porch/func/wrapper-server"
 GRPC_HEALTH_PROBE = "github.com/grpc-ecosystem/grpc-health-probe"
 
 def _porchrender_binary_impl(rctx):
-    files = {name: rctx.read(label) for name, label in [("go.mod", rctx.attr.go_mod), ("go.sum", rctx.attr.go_sum), ("main.go", rctx.attr.main)]}
+    files = {"go.mod": rctx.read(rctx.attr.go_mod), "go.sum": rctx.read(rctx.attr.go_sum)}
+    for src in rctx.attr.srcs:
+        files[src.name] = rctx.read(src)
     goversion = execute(rctx, [host_go(rctx), "env", "GOVERSION"], "go env GOVERSION").stdout.strip()
-    key = sha256_of(rctx, [files["go.mod"], files["go.sum"], files["main.go"], goversion, PORCH_WRAPPER_SERVER, GRPC_HEALTH_PROBE])
+    key = sha256_of(rctx, [name + "\n" + files[name] for name in sorted(files)] + [goversion, PORCH_WRAPPER_SERVER, GRPC_HEALTH_PROBE])
     cached = "%s/porchrender/%s" % (fnrunner_cache_dir(rctx), key)
     if not rctx.path(cached + "/.built").exists:
         work = "_work"
@@ -65,7 +68,7 @@ porchrender_binary = repository_rule(
     attrs = {
         "go_mod": attr.label(mandatory = True, allow_single_file = True),
         "go_sum": attr.label(mandatory = True, allow_single_file = True),
-        "main": attr.label(mandatory = True, allow_single_file = True),
+        "srcs": attr.label_list(mandatory = True, allow_files = [".go"], doc = "The module's Go files (package main)."),
     },
     environ = ENV_PASSTHROUGH,
 )

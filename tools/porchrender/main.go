@@ -8,6 +8,10 @@
 // runner.
 //
 //	porchrender --address localhost:9445 [--map-image old=new ...] DIR
+//	porchrender eval --address localhost:9445 --image IMAGE [--fn-config F] DIR [-- KEY=VALUE ...]
+//
+// The second form is kpt's own `kpt fn eval` with the function called
+// through porch's client (eval.go): porch has no eval of its own.
 //
 // It reads DIR into memory (as porch reads a package revision), renders it,
 // writes the package back to DIR and prints the result list as porch keeps it
@@ -65,6 +69,14 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "eval":
+			return runEval(ctx, args[1:], stdout, stderr)
+		case "call":
+			return runCall(ctx, args[1:], os.Stdin, stdout, stderr)
+		}
+	}
 	fl := flag.NewFlagSet("porchrender", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	address := fl.String("address", "localhost:9445", "The function runner's address (porch-server's --function-runner).")

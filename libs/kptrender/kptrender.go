@@ -8,9 +8,9 @@
 // are older than the root module's; tools/porchrender builds it in its own
 // module and the conformance suite holds the two to the same results), so
 // this package follows kpt v1.0.0-beta.61's internal/util/render by hand:
-// subpackages depth first (kpt's default order; the kpt.dev/bfs-rendering
-// annotation is not supported), each package's pipeline on its own
-// resources plus its subpackages' rendered ones; mutators and validators
+// subpackages depth first (kpt's default order), each package's pipeline on
+// its own resources plus its subpackages' rendered ones, or top-down when
+// the root Kptfile has kpt.dev/bfs-rendering: "true"; mutators and validators
 // with image plus configMap or configPath, and their selectors and exclude
 // (a resource goes to the function when it matches any selector, or there
 // are none, and matches no exclude; a mutator's output replaces what it was
@@ -61,7 +61,8 @@ type Evaluator interface {
 // Kptfile is the part of a Kptfile the renderer reads.
 type Kptfile struct {
 	Metadata struct {
-		Name string `yaml:"name"`
+		Name        string            `yaml:"name"`
+		Annotations map[string]string `yaml:"annotations"`
 	} `yaml:"metadata"`
 	Pipeline struct {
 		Mutators   []Function `yaml:"mutators"`
@@ -174,7 +175,8 @@ type Options struct {
 // Render renders the package in dir as kpt fn render does: each
 // subpackage (a directory below with its own Kptfile) first, depth first in
 // path order, then the package's own pipeline on its resources and the
-// rendered resources of its subpackages. It writes the package back, and
+// rendered resources of its subpackages (top-down instead under
+// kpt.dev/bfs-rendering, see hydrateBFS). It writes the package back, and
 // removes files left without resources, when every function succeeded.
 // The ResultList is returned even when a function failed (ExitCode 1); err
 // is for problems of the package or of the call itself (unreachable
@@ -186,7 +188,15 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 	}
 	r := &renderer{root: root, ev: ev, opts: opts, list: &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}, read: map[string]bool{}}
 	r.list.Metadata.Name = "fnresults"
-	items, err := r.hydrate(ctx, root)
+	kf, err := ReadKptfile(root)
+	if err != nil {
+		return nil, err
+	}
+	hydrate := r.hydrate
+	if strings.EqualFold(kf.Metadata.Annotations[bfsRenderingAnnotation], "true") {
+		hydrate = r.hydrateBFS
+	}
+	items, err := hydrate(ctx, root)
 	if err != nil || r.list.ExitCode != 0 {
 		return r.list, err
 	}
@@ -297,6 +307,93 @@ func (r *renderer) hydrate(ctx context.Context, dir string) ([]*yaml.RNode, erro
 		}
 		input = append(input, out...)
 	}
+	local, err := r.readLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	return r.runPipeline(ctx, dir, kf, append(input, local...))
+}
+
+// bfsRenderingAnnotation on the root Kptfile, "true" (any case), makes
+// kpt render the tree top-down (kpt v1.0.0-beta.61 hydrateBfsOrder).
+const bfsRenderingAnnotation = "kpt.dev/bfs-rendering"
+
+// hydrateBFS renders the tree at root top-down, as kpt does under
+// kpt.dev/bfs-rendering: the packages in breadth-first order (each
+// package's subpackages in path order), each package's pipeline on its own
+// resources and, after them, those of its descendants as the packages
+// above left them (a child's, then that child's descendants', then the
+// next child's). What the pipeline returns goes back to the packages by
+// each resource's package annotation (none: this package); a package the
+// output names none of keeps what it had, as in kpt. So a package can
+// change its subpackages, and no subpackage its parent or its siblings
+// (they are not in its input).
+func (r *renderer) hydrateBFS(ctx context.Context, root string) ([]*yaml.RNode, error) {
+	type node struct {
+		dir       string
+		kf        *Kptfile
+		resources []*yaml.RNode
+		children  []*node
+	}
+	var all []*node
+	for queue := []*node{{dir: root}}; len(queue) > 0; queue = queue[1:] {
+		n := queue[0]
+		all = append(all, n)
+		var err error
+		if n.kf, err = ReadKptfile(n.dir); err != nil {
+			return nil, err
+		}
+		if n.resources, err = r.readLocal(n.dir); err != nil {
+			return nil, err
+		}
+		subs, err := subpackages(n.dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, sub := range subs {
+			c := &node{dir: sub}
+			n.children = append(n.children, c)
+			queue = append(queue, c)
+		}
+	}
+	for _, n := range all {
+		input := slices.Clone(n.resources)
+		var descend func(*node)
+		descend = func(m *node) {
+			for _, c := range m.children {
+				input = append(input, c.resources...)
+				descend(c)
+			}
+		}
+		descend(n)
+		out, err := r.runPipeline(ctx, n.dir, n.kf, input)
+		if err != nil || r.list.ExitCode != 0 {
+			return nil, err
+		}
+		byPackage := map[string][]*yaml.RNode{}
+		for _, o := range out {
+			pkg := o.GetAnnotations()[packagePathAnnotation]
+			if pkg == "" {
+				pkg = n.dir
+			}
+			byPackage[pkg] = append(byPackage[pkg], o)
+		}
+		for _, m := range all {
+			if got, ok := byPackage[m.dir]; ok || m == n {
+				m.resources = got
+			}
+		}
+	}
+	var items []*yaml.RNode
+	for _, n := range all {
+		items = append(items, n.resources...)
+	}
+	return items, nil
+}
+
+// readLocal reads the resources of the package at dir itself (not of its
+// subpackages), each annotated with the package, and notes the files read.
+func (r *renderer) readLocal(dir string) ([]*yaml.RNode, error) {
 	local, err := (&kio.LocalPackageReader{
 		PackagePath:       dir,
 		PackageFileName:   "Kptfile",
@@ -319,9 +416,13 @@ func (r *renderer) hydrate(ctx context.Context, dir string) ([]*yaml.RNode, erro
 		}
 		r.read[filepath.Join(rel, filepath.Clean(p))] = true
 	}
-	input = append(input, local...)
 	r.list.Packages++
+	return local, nil
+}
 
+// runPipeline runs the Kptfile kf's pipeline, of the package at dir, on
+// input. A function that failed sets r.list.ExitCode and stops it.
+func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, input []*yaml.RNode) ([]*yaml.RNode, error) {
 	steps := append(append([]Function{}, kf.Pipeline.Mutators...), kf.Pipeline.Validators...)
 	if len(steps) == 0 {
 		if err := areKRM(input); err != nil {

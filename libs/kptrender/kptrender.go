@@ -21,16 +21,19 @@
 // a Kptfile (unknown fields, image with exec, configMap with configPath, a
 // configPath outside the package). Unlike kpt, nothing is written, read as
 // a config or pruned through a symbolic link.
-// Not supported: exec functions (an error).
+// Exec functions run on this machine when Options.AllowExec says so, as
+// kpt fn render --allow-exec runs them.
 package kptrender
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -39,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/shlex"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -156,7 +160,9 @@ type ResultList struct {
 
 // StepResult is one function's outcome.
 type StepResult struct {
-	Image    string            `yaml:"image,omitempty"`
+	Image string `yaml:"image,omitempty"`
+	// ExecPath is an exec function's command, as its Kptfile has it.
+	ExecPath string            `yaml:"exec,omitempty"`
 	Stderr   string            `yaml:"stderr,omitempty"`
 	ExitCode int               `yaml:"exitCode"`
 	Results  framework.Results `yaml:"results,omitempty"`
@@ -170,6 +176,10 @@ type Options struct {
 	MapImage func(string) string
 	// Progress, if set, gets one line per step.
 	Progress io.Writer
+	// AllowExec runs a pipeline's exec functions (kpt fn render
+	// --allow-exec) on this machine, as kpt does, not through the
+	// evaluator; without it a pipeline with one fails, ErrExecNotAllowed.
+	AllowExec bool
 }
 
 // Render renders the package in dir as kpt fn render does: each
@@ -424,6 +434,13 @@ func (r *renderer) readLocal(dir string) ([]*yaml.RNode, error) {
 // input. A function that failed sets r.list.ExitCode and stops it.
 func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, input []*yaml.RNode) ([]*yaml.RNode, error) {
 	steps := append(append([]Function{}, kf.Pipeline.Mutators...), kf.Pipeline.Validators...)
+	// kpt refuses an exec mutator before the first mutator runs (it builds
+	// the mutators' chain first), an exec validator when it comes to it.
+	for _, f := range kf.Pipeline.Mutators {
+		if f.Exec != "" && !r.opts.AllowExec {
+			return nil, fmt.Errorf("package %s: %w", dir, ErrExecNotAllowed)
+		}
+	}
 	if len(steps) == 0 {
 		if err := areKRM(input); err != nil {
 			return nil, fmt.Errorf("package %s: input resource list must contain only KRM resources: %w", dir, err)
@@ -446,7 +463,7 @@ func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, inp
 			if rel, err := filepath.Rel(r.root, dir); err == nil && rel != "." {
 				where = filepath.ToSlash(rel) + " "
 			}
-			fmt.Fprintf(r.opts.Progress, "[%s%d/%d] %s: %s in %v, %d results\n", where, i+1, len(steps), f.Image, verdict, step.Duration.Round(time.Millisecond), len(step.Results))
+			fmt.Fprintf(r.opts.Progress, "[%s%d/%d] %s: %s in %v, %d results\n", where, i+1, len(steps), f.name(), verdict, step.Duration.Round(time.Millisecond), len(step.Results))
 		}
 		if step.ExitCode != 0 {
 			r.list.ExitCode = 1
@@ -745,9 +762,9 @@ func (f Function) validate() error {
 // package at pkg on items.
 func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, mutator bool, items []*yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
 	switch {
-	case f.Exec != "":
-		return nil, nil, fmt.Errorf("exec functions are not supported (%s): fnrunner runs images", f.Exec)
-	case f.Image == "":
+	case f.Exec != "" && !opts.AllowExec:
+		return nil, nil, ErrExecNotAllowed
+	case f.Image == "" && f.Exec == "":
 		return nil, nil, errors.New("a pipeline function has no image")
 	}
 	config, err := functionConfig(f, pkg, items, mutator)
@@ -820,13 +837,13 @@ func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, mutator 
 // resources at one path and index of a package, or err says which.
 func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, items []*yaml.RNode, config *yaml.RNode, opts Options) ([]*yaml.RNode, *StepResult, error) {
 	if err := areKRM(items); err != nil {
-		return nil, nil, fmt.Errorf("%s: input resource list must contain only KRM resources: %w", f.Image, err)
+		return nil, nil, fmt.Errorf("%s: input resource list must contain only KRM resources: %w", f.name(), err)
 	}
 	image := f.Image
-	if opts.MapImage != nil {
+	if opts.MapImage != nil && image != "" {
 		image = opts.MapImage(image)
 	}
-	step := &StepResult{Image: f.Image}
+	step := &StepResult{Image: f.Image, ExecPath: f.Exec}
 	var callErr error
 	filter := &runtimeutil.FunctionFilter{
 		FunctionConfig: config,
@@ -840,6 +857,19 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 				return err
 			}
 			start := time.Now()
+			if f.Exec != "" {
+				output, err := runExec(ctx, f.Exec, input)
+				step.Duration = time.Since(start)
+				if err != nil {
+					callErr = err
+					return err
+				}
+				if rl, err := resourcelist.Parse(output); err == nil {
+					step.Results = rl.Results
+				}
+				_, err = out.Write(output)
+				return err
+			}
 			resp, err := ev.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: input})
 			step.Duration = time.Since(start)
 			if err != nil {
@@ -869,7 +899,18 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		ContinueOnEmptyResult: true,
 	}.Execute()
 	out := output.Nodes
+	var exitErr *ExecExitError
 	switch {
+	case errors.As(callErr, &exitErr):
+		// The exec function failed: kpt keeps its exit code and stderr,
+		// and the results it printed.
+		step.ExitCode, step.Stderr = exitErr.ExitCode, string(exitErr.Stderr)
+		if rl, err := resourcelist.Parse(exitErr.Stdout); err == nil {
+			step.Results = rl.Results
+		}
+		return nil, step, nil
+	case callErr != nil && f.Exec != "":
+		return nil, nil, fmt.Errorf("%s: %w", f.Exec, callErr)
 	case callErr != nil && status.Code(callErr) == codes.Internal:
 		// The function failed: its results and stderr are in the details.
 		step.ExitCode = 1
@@ -885,7 +926,7 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 	case callErr != nil:
 		return nil, nil, fmt.Errorf("%s: %w", f.Image, callErr)
 	case err != nil:
-		return nil, nil, fmt.Errorf("%s: %w", f.Image, err)
+		return nil, nil, fmt.Errorf("%s: %w", step.Name(), err)
 	}
 	for _, o := range out {
 		if pkg != "" && o.GetAnnotations()[packagePathAnnotation] == "" {
@@ -895,10 +936,10 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		}
 	}
 	if err := checkPaths(out); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", f.Image, err)
+		return nil, nil, fmt.Errorf("%s: %w", step.Name(), err)
 	}
 	if err := areKRM(out); err != nil {
-		return nil, nil, fmt.Errorf("%s: output resource list must contain only KRM resources: %w", f.Image, err)
+		return nil, nil, fmt.Errorf("%s: output resource list must contain only KRM resources: %w", step.Name(), err)
 	}
 	return out, step, nil
 }
@@ -972,4 +1013,64 @@ func BuildResourceList(items []*yaml.RNode, config *yaml.RNode) ([]byte, error) 
 		return nil, fmt.Errorf("building ResourceList: %w", err)
 	}
 	return []byte(b.String()), nil
+}
+
+// ErrExecNotAllowed is kpt's refusal of a pipeline with an exec function
+// when exec functions were not allowed.
+var ErrExecNotAllowed = errors.New("must run with `--allow-exec` option to allow running function binaries")
+
+// ExecExitError is an exec function that exited with a status other
+// than 0.
+type ExecExitError struct {
+	ExitCode       int
+	Stdout, Stderr []byte
+}
+
+func (e *ExecExitError) Error() string {
+	return fmt.Sprintf("exit status %d", e.ExitCode)
+}
+
+// runExec runs an exec function as kpt does: its command split as a shell
+// would (kpt's shlex), the program found as exec.Command finds it (a
+// relative path from the working directory), input on its stdin, its
+// stdout the output. It stops with ctx.
+func runExec(ctx context.Context, command string, input []byte) ([]byte, error) {
+	words, err := shlex.Split(command)
+	if err != nil {
+		return nil, fmt.Errorf("exec command %q must be valid: %w", command, err)
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("exec command %q names no program", command)
+	}
+	cmd := exec.CommandContext(ctx, words[0], words[1:]...)
+	cmd.Stdin = bytes.NewReader(input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var xe *exec.ExitError
+	switch {
+	case errors.As(err, &xe) && ctx.Err() == nil:
+		return nil, &ExecExitError{ExitCode: xe.ExitCode(), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+	case err != nil:
+		return nil, err
+	}
+	return stdout.Bytes(), nil
+}
+
+// name is how kpt names a function: its image, or its exec command.
+func (f Function) name() string {
+	if f.Image != "" {
+		return f.Image
+	}
+	return f.Exec
+}
+
+// Name is how kpt names a step's function: its image, or its exec command.
+func (s *StepResult) Name() string {
+	if s.Image != "" {
+		return s.Image
+	}
+	return s.ExecPath
 }

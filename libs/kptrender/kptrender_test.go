@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -356,6 +357,88 @@ func TestKptfileAsStrictAsKpt(t *testing.T) {
 			_, err := kptrender.Render(context.Background(), dir, canned{}, kptrender.Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// TestBFSRendering: under kpt.dev/bfs-rendering a package's pipeline runs
+// before its subpackages', on its own resources and then its descendants'
+// (a child, its descendants, the next child), and a subpackage sees only
+// itself and what is below it.
+func TestBFSRendering(t *testing.T) {
+	dir := t.TempDir()
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"
+	}
+	root := kptfile("root", "    - image: root-fn\n")
+	root = strings.Replace(root, "  name: root\n", "  name: root\n  annotations:\n    kpt.dev/bfs-rendering: \"True\"\n", 1)
+	writePackage(t, dir, map[string]string{
+		"Kptfile":     root,
+		"r.yaml":      cm("root-r"),
+		"b/Kptfile":   kptfile("b", "    - image: b-fn\n"),
+		"b/b.yaml":    cm("b-b"),
+		"b/c/Kptfile": kptfile("c", "    - image: c-fn\n"),
+		"b/c/c.yaml":  cm("c-c"),
+		"a/Kptfile":   kptfile("a", "    - image: a-fn\n"),
+		"a/a.yaml":    cm("a-a"),
+	})
+	r := &recorder{}
+	list, err := kptrender.Render(context.Background(), dir, r, kptrender.Options{})
+	require.NoError(t, err)
+	require.Zero(t, list.ExitCode)
+	assert.Equal(t, []string{
+		"root-fn config=: root root-r a a-a b b-b c c-c",
+		"a-fn config=: a a-a",
+		"b-fn config=: b b-b c c-c",
+		"c-fn config=: c c-c",
+	}, r.calls)
+	assert.Equal(t, 4, list.Packages)
+}
+
+// TestExecFunctions: an exec function runs on this machine only when
+// allowed, as kpt fn render --allow-exec; without that the render fails
+// before any mutator runs and writes nothing.
+func TestExecFunctions(t *testing.T) {
+	resources := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: 1\n"
+	for _, c := range []struct {
+		name       string
+		exec       string
+		allow      bool
+		wantErr    error
+		exitCode   int
+		stderr     string
+		wantOnDisk string
+	}{
+		{name: "not allowed", exec: "sed s/replicas:.1/replicas:.3/", wantErr: kptrender.ErrExecNotAllowed, wantOnDisk: resources},
+		{name: "allowed", exec: "sed 's/replicas: 1/replicas: 3/'", allow: true, wantOnDisk: strings.Replace(resources, "replicas: 1", "replicas: 3", 1)},
+		{name: "exits 3", exec: "sh -c 'cat >/dev/null; echo refused >&2; exit 3'", allow: true, exitCode: 3, stderr: "refused\n", wantOnDisk: resources},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writePackage(t, dir, map[string]string{
+				"Kptfile":        kptfile("p", "    - image: first\n    - exec: \""+strings.ReplaceAll(c.exec, `"`, `\"`)+"\"\n"),
+				"resources.yaml": resources,
+			})
+			r := &recorder{}
+			list, err := kptrender.Render(context.Background(), dir, r, kptrender.Options{AllowExec: c.allow})
+			got, rerr := os.ReadFile(filepath.Join(dir, "resources.yaml"))
+			require.NoError(t, rerr)
+			assert.Equal(t, c.wantOnDisk, string(got))
+			if c.wantErr != nil {
+				require.ErrorIs(t, err, c.wantErr)
+				assert.Empty(t, r.calls, "kpt refuses the pipeline before its first mutator")
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, list.Items, 2)
+			step := list.Items[1]
+			assert.Equal(t, c.exec, step.ExecPath)
+			assert.Empty(t, step.Image)
+			assert.Equal(t, c.exitCode, step.ExitCode)
+			assert.Equal(t, c.stderr, step.Stderr)
+			if c.exitCode != 0 {
+				assert.Equal(t, 1, list.ExitCode)
+			}
 		})
 	}
 }

@@ -233,6 +233,7 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	})
 	truncate := fs.Bool("truncate-output", true, "Print at most 4 lines of a failed function's stderr (kpt fn render --truncate-output).")
+	allowExec := fs.Bool("allow-exec", false, "Run the pipeline's exec functions, on this machine as the user running fnctl, not through the gateway (kpt fn render --allow-exec); without it a pipeline with one fails.")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] DIR\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back when every function succeeded. Prints progress, timing and results per step.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -255,7 +256,7 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
 	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
 	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
-	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage})
+	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec})
 	if list != nil {
 		for _, item := range list.Items {
 			printItem(stderr, item, *truncate)
@@ -320,7 +321,7 @@ func printItem(w io.Writer, item kptrender.StepResult, truncate bool) {
 	if item.ExitCode != 0 {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "[%s] %q in %v\n", verdict, item.Image, item.Duration.Round(time.Millisecond))
+	fmt.Fprintf(w, "[%s] %q in %v\n", verdict, item.Name(), item.Duration.Round(time.Millisecond))
 	if len(item.Results) > 0 {
 		fmt.Fprintln(w, "  Results:")
 	}

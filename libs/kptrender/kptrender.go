@@ -40,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/shlex"
@@ -180,6 +181,8 @@ type Options struct {
 	// --allow-exec) on this machine, as kpt does, not through the
 	// evaluator; without it a pipeline with one fails, ErrExecNotAllowed.
 	AllowExec bool
+	// ExecTimeout bounds each exec function's run (0: kpt's 5 minutes).
+	ExecTimeout time.Duration
 }
 
 // Render renders the package in dir as kpt fn render does: each
@@ -858,7 +861,11 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 			}
 			start := time.Now()
 			if f.Exec != "" {
-				output, err := runExec(ctx, f.Exec, input)
+				timeout := opts.ExecTimeout
+				if timeout <= 0 {
+					timeout = defaultExecTimeout
+				}
+				output, err := runExec(ctx, f.Exec, input, timeout)
 				step.Duration = time.Since(start)
 				if err != nil {
 					callErr = err
@@ -1015,6 +1022,9 @@ func BuildResourceList(items []*yaml.RNode, config *yaml.RNode) ([]byte, error) 
 	return []byte(b.String()), nil
 }
 
+// defaultExecTimeout is kpt's bound on an exec function's run.
+const defaultExecTimeout = 5 * time.Minute
+
 // ErrExecNotAllowed is kpt's refusal of a pipeline with an exec function
 // when exec functions were not allowed.
 var ErrExecNotAllowed = errors.New("must run with `--allow-exec` option to allow running function binaries")
@@ -1033,8 +1043,10 @@ func (e *ExecExitError) Error() string {
 // runExec runs an exec function as kpt does: its command split as a shell
 // would (kpt's shlex), the program found as exec.Command finds it (a
 // relative path from the working directory), input on its stdin, its
-// stdout the output. It stops with ctx.
-func runExec(ctx context.Context, command string, input []byte) ([]byte, error) {
+// stdout the output. It is killed when ctx ends or after timeout.
+func runExec(ctx context.Context, command string, input []byte, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	words, err := shlex.Split(command)
 	if err != nil {
 		return nil, fmt.Errorf("exec command %q must be valid: %w", command, err)
@@ -1043,6 +1055,11 @@ func runExec(ctx context.Context, command string, input []byte) ([]byte, error) 
 		return nil, fmt.Errorf("exec command %q names no program", command)
 	}
 	cmd := exec.CommandContext(ctx, words[0], words[1:]...)
+	// Its own process group, killed whole: a child it started must not
+	// keep the call (or its output pipes) open past the end.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
 	cmd.Stdin = bytes.NewReader(input)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

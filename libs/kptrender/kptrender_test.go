@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -441,4 +442,15 @@ func TestExecFunctions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExecFunctionTimeout: an exec function past its time is killed with
+// what it started, and the render fails saying so.
+func TestExecFunctionTimeout(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile": kptfile("p", "    - exec: \"sh -c 'sleep 60 & sleep 60'\"\n"),
+	})
+	_, err := kptrender.Render(context.Background(), dir, &recorder{}, kptrender.Options{AllowExec: true, ExecTimeout: 200 * time.Millisecond})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 }

@@ -99,6 +99,21 @@ func TestEvalAndRender(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(written), "kind: FunctionResultList")
 	assert.Contains(t, string(written), "image: gcr.io/kpt-fn/set-labels:unstable", "the image as the Kptfile names it")
+
+	// A package naming the catalog's old registry with a version tag, as
+	// published packages do, runs without any mapping: fnrunner's own
+	// FunctionConfigs claim gcr.io/kpt-fn too.
+	pkg = t.TempDir()
+	for name, content := range map[string]string{
+		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-namespace:v0.4\n    configMap:\n      namespace: old-registry\n",
+		"resources.yaml": resources,
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
+	}
+	_, log, err = fnctl(t, s, "", "render", pkg)
+	require.NoError(t, err, "render of gcr.io/kpt-fn/set-namespace:v0.4\n%s", log)
+	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
+	assert.Contains(t, string(got), "namespace: old-registry", "render of the catalog's old registry wrote")
 }
 
 func TestUsage(t *testing.T) {

@@ -181,6 +181,10 @@ type Options struct {
 	// --allow-exec) on this machine, as kpt does, not through the
 	// evaluator; without it a pipeline with one fails, ErrExecNotAllowed.
 	AllowExec bool
+	// NoAttribution leaves off the annotation kpt stamps on Config
+	// Connector resources it renders (see attribute); kpt leaves it off
+	// when KRM_DISABLE_ATTRIBUTION is set.
+	NoAttribution bool
 	// ExecTimeout bounds each exec function's run (0: kpt's 5 minutes).
 	ExecTimeout time.Duration
 }
@@ -216,6 +220,11 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 	for _, it := range items {
 		if err := relativeToRoot(it, root); err != nil {
 			return r.list, err
+		}
+		if !opts.NoAttribution {
+			if err := attribute(it); err != nil {
+				return r.list, err
+			}
 		}
 	}
 	if err := writePackage(root, items, r.read); err != nil {

@@ -256,7 +256,9 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
 	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
 	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
-	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec, ExecTimeout: c.timeout})
+	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec, ExecTimeout: c.timeout,
+		// kpt's opt-out of its attribution annotation, honoured as kpt does.
+		NoAttribution: os.Getenv("KRM_DISABLE_ATTRIBUTION") != ""})
 	if list != nil {
 		for _, item := range list.Items {
 			printItem(stderr, item, *truncate)

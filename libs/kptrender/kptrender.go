@@ -639,7 +639,7 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 }
 
 // ConfigMap is the functionConfig kpt makes of key/value arguments: a
-// ConfigMap named function-input.
+// ConfigMap named function-input (nil for none).
 func ConfigMap(data map[string]string) (*yaml.RNode, error) {
 	return functionConfig(Function{ConfigMap: data}, "", nil, false)
 }
@@ -964,7 +964,7 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 // configPath is the resource of the package at pkg at exactly that path as
 // earlier steps left it, else (and always for a validator) the file as it
 // is on disk; without configPath, a ConfigMap named function-input holding
-// configMap.
+// configMap (as kpt's, no annotations; none for an empty configMap).
 func functionConfig(f Function, pkg string, items []*yaml.RNode, mutator bool) (*yaml.RNode, error) {
 	if f.ConfigPath != "" {
 		if mutator {
@@ -991,7 +991,8 @@ func functionConfig(f Function, pkg string, items []*yaml.RNode, mutator bool) (
 		}
 		return n, nil
 	}
-	if f.ConfigMap == nil {
+	if len(f.ConfigMap) == 0 {
+		// kpt sends no functionConfig for an empty configMap either.
 		return nil, nil
 	}
 	cm := yaml.NewMapRNode(nil)
@@ -1001,9 +1002,6 @@ func functionConfig(f Function, pkg string, items []*yaml.RNode, mutator bool) (
 		}
 	}
 	if err := cm.PipeE(yaml.SetK8sName("function-input")); err != nil {
-		return nil, err
-	}
-	if err := cm.PipeE(yaml.SetAnnotation("config.kubernetes.io/local-config", "true")); err != nil {
 		return nil, err
 	}
 	cm.SetDataMap(f.ConfigMap)

@@ -91,16 +91,65 @@ func Results(data []byte) (framework.Results, error) {
 	return rl.Results, nil
 }
 
+// decodeResults reads results in the forms kpt reads (kpt
+// v1.0.0-beta.61 parseStructuredResult): a list of results, or the legacy
+// Go SDK's {items: [...]}; a legacy resourceRef.metadata's name and
+// namespace and a field.suggestedValue are moved to where they are now.
 func decodeResults(node *yaml.RNode) (framework.Results, error) {
 	f := node.Field(resultKey)
 	if f == nil || yaml.IsYNodeNilOrEmpty(f.Value.YNode()) {
 		return nil, nil
 	}
+	list := f.Value
+	if list.YNode().Kind == yaml.MappingNode {
+		if items := list.Field(itemsKey); items != nil && !yaml.IsYNodeNilOrEmpty(items.Value.YNode()) {
+			list = items.Value
+		}
+	}
 	var results framework.Results
-	if err := f.Value.YNode().Decode(&results); err != nil {
+	if err := list.YNode().Decode(&results); err != nil {
 		return nil, fmt.Errorf("%w: results: %w", ErrInvalid, err)
 	}
+	elems, err := list.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("%w: results: %w", ErrInvalid, err)
+	}
+	for i, e := range elems {
+		if i >= len(results) || results[i] == nil {
+			continue
+		}
+		upliftLegacy(e, results[i])
+	}
 	return results, nil
+}
+
+// upliftLegacy moves what the legacy result form r was read from (e) puts
+// elsewhere: resourceRef.metadata.name and .namespace, and
+// field.suggestedValue (now field.proposedValue).
+func upliftLegacy(e *yaml.RNode, r *framework.Result) {
+	if md := e.Field("resourceRef"); md != nil {
+		if meta := md.Value.Field("metadata"); meta != nil {
+			if r.ResourceRef == nil {
+				r.ResourceRef = &yaml.ResourceIdentifier{}
+			}
+			if n := meta.Value.Field("name"); n != nil {
+				r.ResourceRef.Name = strings.TrimSpace(n.Value.YNode().Value)
+			}
+			if ns := meta.Value.Field("namespace"); ns != nil {
+				if v := strings.TrimSpace(ns.Value.YNode().Value); v != "" && v != "''" {
+					r.ResourceRef.Namespace = v
+				}
+			}
+		}
+	}
+	if fld := e.Field("field"); fld != nil {
+		if sv := fld.Value.Field("suggestedValue"); sv != nil {
+			if r.Field == nil {
+				r.Field = &framework.Field{}
+			}
+			r.Field.ProposedValue = sv.Value
+		}
+	}
 }
 
 // ErrorSummary is the messages of the error results, one per line, for a

@@ -100,3 +100,57 @@ func FuzzParse(f *testing.F) {
 		_ = ErrorSummary(rl.Results)
 	})
 }
+
+// TestParseLegacyResults: the results forms kpt reads besides today's, as
+// functions built on the legacy Go SDK (kyaml v0.10's framework) and the TS
+// SDK write them.
+func TestParseLegacyResults(t *testing.T) {
+	for name, results := range map[string]string{
+		"wrapped in items, ref under metadata": `results:
+  name: legacy
+  items:
+  - message: replicas too high
+    severity: error
+    resourceRef:
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: web
+        namespace: prod
+    field:
+      path: spec.replicas
+      suggestedValue: 3
+`,
+		"a list, ref under metadata": `results:
+- message: replicas too high
+  severity: error
+  resourceRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+      namespace: prod
+  field:
+    path: spec.replicas
+    suggestedValue: 3
+`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			rl, err := Parse([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n" + results))
+			require.NoError(t, err)
+			require.Len(t, rl.Results, 1)
+			r := rl.Results[0]
+			assert.Equal(t, "replicas too high", r.Message)
+			assert.Equal(t, framework.Error, r.Severity)
+			if assert.NotNil(t, r.ResourceRef) {
+				assert.Equal(t, "Deployment", r.ResourceRef.Kind)
+				assert.Equal(t, "web", r.ResourceRef.Name)
+				assert.Equal(t, "prod", r.ResourceRef.Namespace)
+			}
+			if assert.NotNil(t, r.Field) {
+				assert.Equal(t, "spec.replicas", r.Field.Path)
+				assert.NotNil(t, r.Field.ProposedValue, "suggestedValue becomes proposedValue")
+			}
+		})
+	}
+}

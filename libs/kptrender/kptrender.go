@@ -154,7 +154,7 @@ type ResultList struct {
 		Name string `yaml:"name"`
 	} `yaml:"metadata"`
 	ExitCode int          `yaml:"exitCode"`
-	Items    []StepResult `yaml:"items"`
+	Items    []StepResult `yaml:"items,omitempty"`
 	// Packages is fnrunner's addition: how many packages rendered.
 	Packages int `yaml:"-"`
 }

@@ -281,12 +281,14 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// writeResults writes list to dir/results.yaml, as kpt does.
+// writeResults writes list to dir/results.yaml, as kpt does (kyaml's
+// encoder, sequences indented under their key).
 func writeResults(dir string, list *kptrender.ResultList) error {
-	b, err := yaml.Marshal(list)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := yaml.NewEncoderWithOptions(&buf, &yaml.EncoderOptions{SeqIndent: yaml.WideSequenceStyle}).Encode(list); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
+	b := buf.Bytes()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("results: %w", err)
 	}

@@ -98,7 +98,7 @@ func TestEvalAndRender(t *testing.T) {
 	written, err := os.ReadFile(filepath.Join(results, "results.yaml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(written), "kind: FunctionResultList")
-	assert.Contains(t, string(written), "image: gcr.io/kpt-fn/set-labels:unstable", "the image as the Kptfile names it")
+	assert.Contains(t, string(written), "items:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n", "the image as the Kptfile names it, the list indented as kpt writes it")
 
 	// A package naming the catalog's old registry with a version tag, as
 	// published packages do, runs without any mapping: fnrunner's own

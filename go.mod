@@ -9,6 +9,8 @@ require (
 	github.com/fsnotify/fsnotify v1.10.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510
+	github.com/kptdev/kpt v1.0.0-beta.61
 	github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements v0.1.5
 	github.com/kptdev/krm-functions-catalog/functions/go/apply-setters v0.2.2
 	github.com/kptdev/krm-functions-catalog/functions/go/set-namespace v0.4.5
@@ -97,14 +99,12 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/pprof v0.0.0-20250403155104-27863c87afa6 // indirect
 	github.com/google/safeopen v0.0.0-20260327150837-43626d6f4685 // indirect
-	github.com/google/shlex v0.0.0-20191202100458-e7afc7fbc510 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.31.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
-	github.com/kptdev/kpt v1.0.0-beta.61 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mattfenwick/collections v0.3.2 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect

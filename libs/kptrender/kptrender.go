@@ -7,20 +7,24 @@
 // kpt's render library cannot be imported here (its Kubernetes libraries
 // are older than the root module's; tools/porchrender builds it in its own
 // module and the conformance suite holds the two to the same results), so
-// this package follows kpt v1.0.0-beta.61's internal/util/render by hand:
-// subpackages depth first (kpt's default order), each package's pipeline on
-// its own resources plus its subpackages' rendered ones, or top-down when
-// the root Kptfile has kpt.dev/bfs-rendering: "true"; mutators and validators
-// with image plus configMap or configPath, and their selectors and exclude
-// (a resource goes to the function when it matches any selector, or there
-// are none, and matches no exclude; a mutator's output replaces what it was
-// given); the Kptfiles among the resources; each function through kyaml's
-// function filter in a kio pipeline (comments and field order come back,
-// legacy and current path annotations are kept in step); kpt's checks of
-// what a function returns (KRM only, no two resources at one path) and of
-// a Kptfile (unknown fields, image with exec, configMap with configPath, a
-// configPath outside the package). Unlike kpt, nothing is written, read as
-// a config or pruned through a symbolic link.
+// this package follows kpt v1.0.0-beta.61's internal/util/render by hand.
+// kpt's own Kptfile packages do import (they need little beyond kyaml): a
+// Kptfile is decoded by kpt's kptfileutil (every field known, no old
+// apiVersion) and its pipeline validated by kpt's kptfile/v1 when it runs
+// (image names, image or exec, configMap or configPath, a configPath
+// naming one KRM resource of the package). By hand: subpackages depth
+// first (kpt's default order), each package's pipeline on its own
+// resources plus its subpackages' rendered ones, or top-down when the root
+// Kptfile has kpt.dev/bfs-rendering: "true"; mutators and validators with
+// their selectors and exclude (a resource goes to the function when it
+// matches any selector, or there are none, and matches no exclude; a
+// mutator's output replaces what it was given); the Kptfiles among the
+// resources; each function through kyaml's function filter in a kio
+// pipeline (comments and field order come back, legacy and current path
+// annotations are kept in step); kpt's checks of what a function returns
+// (KRM only, no two resources at one path); kpt's attribution of Config
+// Connector resources. Unlike kpt, nothing is written, read as a config or
+// pruned through a symbolic link.
 // Exec functions run on this machine when Options.AllowExec says so, as
 // kpt fn render --allow-exec runs them.
 package kptrender
@@ -44,9 +48,12 @@ import (
 	"time"
 
 	"github.com/google/shlex"
+	kptfilev1 "github.com/kptdev/kpt/pkg/api/kptfile/v1"
+	"github.com/kptdev/kpt/pkg/kptfile/kptfileutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/fn/framework"
 	"sigs.k8s.io/kustomize/kyaml/fn/runtime/runtimeutil"
 	"sigs.k8s.io/kustomize/kyaml/kio"
@@ -73,6 +80,8 @@ type Kptfile struct {
 		Mutators   []Function `yaml:"mutators"`
 		Validators []Function `yaml:"validators"`
 	} `yaml:"pipeline"`
+	// kpt is the same Kptfile as kpt's own type, for kpt's validation.
+	kpt *kptfilev1.KptFile
 }
 
 // Function is one step of a Kptfile pipeline.
@@ -446,6 +455,11 @@ func (r *renderer) readLocal(dir string) ([]*yaml.RNode, error) {
 // input. A function that failed sets r.list.ExitCode and stops it.
 func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, input []*yaml.RNode) ([]*yaml.RNode, error) {
 	steps := append(append([]Function{}, kf.Pipeline.Mutators...), kf.Pipeline.Validators...)
+	if len(steps) > 0 {
+		if err := kf.validatePipeline(dir); err != nil {
+			return nil, err
+		}
+	}
 	// kpt refuses an exec mutator before the first mutator runs (it builds
 	// the mutators' chain first), an exec validator when it comes to it.
 	for _, f := range kf.Pipeline.Mutators {
@@ -644,130 +658,63 @@ func ConfigMap(data map[string]string) (*yaml.RNode, error) {
 	return functionConfig(Function{ConfigMap: data}, "", nil, false)
 }
 
-// ReadKptfile reads dir/Kptfile.
+// ReadKptfile reads dir/Kptfile as kpt does (kpt's own decoder: a field
+// kpt's Kptfile type lacks, or an old apiVersion, is refused). Its pipeline
+// is validated when it runs.
 func ReadKptfile(dir string) (*Kptfile, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "Kptfile"))
 	if err != nil {
 		return nil, fmt.Errorf("reading Kptfile: %w", err)
 	}
-	n, err := yaml.Parse(string(data))
+	// kpt's own decoding (kptfileutil): apiVersion and kind, every field
+	// known, kpt's messages.
+	kkf, err := kptfileutil.DecodeKptfile(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("parsing Kptfile: %w", err)
-	}
-	if err := checkKptfileFields(n); err != nil {
 		return nil, fmt.Errorf("Kptfile in %s: %w", dir, err)
 	}
 	var kf Kptfile
 	if err := yaml.Unmarshal(data, &kf); err != nil {
 		return nil, fmt.Errorf("parsing Kptfile: %w", err)
 	}
-	if n.GetApiVersion() != "kpt.dev/v1" || n.GetKind() != "Kptfile" {
-		return nil, fmt.Errorf("Kptfile in %s: apiVersion %q, kind %q: want kpt.dev/v1 Kptfile", dir, n.GetApiVersion(), n.GetKind())
-	}
-	for kind, fns := range map[string][]Function{"mutators": kf.Pipeline.Mutators, "validators": kf.Pipeline.Validators} {
-		for i, f := range fns {
-			if err := f.validate(); err != nil {
-				return nil, fmt.Errorf("Kptfile in %s: pipeline.%s[%d]: %w", dir, kind, i, err)
-			}
-		}
-	}
+	kf.kpt = kkf
 	return &kf, nil
 }
 
-// The fields kpt's Kptfile type has at each level it decodes strictly (a
-// misspelt pipeline would otherwise run nothing, silently).
-var (
-	kptfileFields   = []string{"apiVersion", "kind", "metadata", "upstream", "upstreamLock", "info", "pipeline", "inventory", "status"}
-	pipelineFields  = []string{"mutators", "validators"}
-	functionFields  = []string{"image", "exec", "configPath", "configMap", "name", "selectors", "exclude"}
-	selectorFields  = []string{"apiVersion", "kind", "name", "namespace", "labels", "annotations"}
-	errUnknownField = errors.New("unknown field")
-)
-
-// checkKptfileFields refuses a field kpt's Kptfile type does not have, at
-// the top and in the pipeline.
-func checkKptfileFields(n *yaml.RNode) error {
-	known := func(n *yaml.RNode, where string, fields []string) error {
-		if n == nil || n.YNode().Kind != yaml.MappingNode {
-			return nil
-		}
-		keys, err := n.Fields()
-		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		for _, k := range keys {
-			if !slices.Contains(fields, k) {
-				return fmt.Errorf("%w %q in %s", errUnknownField, k, where)
-			}
-		}
-		return nil
+// validatePipeline is kpt's validation of the pipeline of the package at
+// dir (kptfile/v1 KptFile.Validate), which kpt runs when it comes to run a
+// pipeline: functions, image names, configMap and configPath, and each
+// configPath naming one KRM resource of the package.
+func (kf *Kptfile) validatePipeline(dir string) error {
+	kkf := kf.kpt
+	if kkf == nil {
+		return errors.New("Kptfile not read by ReadKptfile")
 	}
-	if err := known(n, "the Kptfile", kptfileFields); err != nil {
-		return err
+	// kpt reads a configPath through a symbolic link, even one out of the
+	// package; it is refused here before kpt's validation reads it.
+	var fns []kptfilev1.Function
+	if kkf.Pipeline != nil {
+		fns = append(slices.Clone(kkf.Pipeline.Mutators), kkf.Pipeline.Validators...)
 	}
-	pl := n.Field("pipeline")
-	if pl == nil {
-		return nil
+	for _, f := range fns {
+		if p := filepath.Clean(f.ConfigPath); strings.TrimSpace(f.ConfigPath) == "" || filepath.IsAbs(p) || strings.Contains(p, "..") {
+			continue // kpt's validation refuses these itself
+		}
+		if err := noSymlinkBelow(dir, filepath.Clean(f.ConfigPath)); err != nil {
+			return fmt.Errorf("Kptfile in %s: function %q: configPath: %w", dir, f.Image, err)
+		}
 	}
-	if err := known(pl.Value, "pipeline", pipelineFields); err != nil {
-		return err
-	}
-	for _, kind := range pipelineFields {
-		list := pl.Value.Field(kind)
-		if list == nil {
-			continue
-		}
-		fns, err := list.Value.Elements()
-		if err != nil {
-			return fmt.Errorf("pipeline.%s: %w", kind, err)
-		}
-		for i, f := range fns {
-			where := fmt.Sprintf("pipeline.%s[%d]", kind, i)
-			if err := known(f, where, functionFields); err != nil {
-				return err
-			}
-			for _, sel := range []string{"selectors", "exclude"} {
-				l := f.Field(sel)
-				if l == nil {
-					continue
-				}
-				items, err := l.Value.Elements()
-				if err != nil {
-					return fmt.Errorf("%s.%s: %w", where, sel, err)
-				}
-				for j, it := range items {
-					if err := known(it, fmt.Sprintf("%s.%s[%d]", where, sel, j), selectorFields); err != nil {
-						return err
-					}
-				}
-			}
-		}
+	if err := validateKptfile((*kptfilev1.KptFile).Validate, kkf, dir); err != nil {
+		return fmt.Errorf("Kptfile in %s: %w", dir, err)
 	}
 	return nil
 }
 
-// validate is kpt's check of a pipeline function.
-func (f Function) validate() error {
-	switch {
-	case f.Image == "" && f.Exec == "":
-		return errors.New("must specify a function (`image` or `exec`) to execute")
-	case f.Image != "" && f.Exec != "":
-		return errors.New("must not specify both `image` and `exec` at the same time")
-	case len(f.ConfigMap) != 0 && f.ConfigPath != "":
-		return errors.New("functionConfig must not specify both `configMap` and `configPath` at the same time")
-	}
-	if f.ConfigPath != "" {
-		p := filepath.Clean(f.ConfigPath)
-		switch {
-		case strings.TrimSpace(f.ConfigPath) == "":
-			return errors.New("configPath must not be empty")
-		case filepath.IsAbs(p):
-			return fmt.Errorf("configPath %q must be relative", f.ConfigPath)
-		case strings.Contains(p, ".."):
-			return fmt.Errorf("configPath %q must not be outside the package", f.ConfigPath)
-		}
-	}
-	return nil
+// validateKptfile runs kpt's KptFile.Validate, given as validate, on the
+// package at dir. Its package path parameter is of a type in kpt's
+// internal packages, which cannot be named here: P is that type, inferred
+// from validate's signature.
+func validateKptfile[P ~string](validate func(*kptfilev1.KptFile, filesys.FileSystem, P) error, kf *kptfilev1.KptFile, dir string) error {
+	return validate(kf, filesys.MakeFsOnDisk(), P(dir))
 }
 
 // runStep runs one step (a mutator or a validator) of the pipeline of the

@@ -342,19 +342,31 @@ func (renamer) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionReques
 func TestKptfileAsStrictAsKpt(t *testing.T) {
 	head := "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: p\n"
 	for name, c := range map[string]struct{ kptfile, want string }{
-		"misspelt pipeline":        {head + "pipelin:\n  mutators:\n    - image: x\n", `unknown field "pipelin" in the Kptfile`},
-		"misspelt function field":  {head + "pipeline:\n  mutators:\n    - image: x\n      configmap: {a: b}\n", `unknown field "configmap" in pipeline.mutators[0]`},
-		"misspelt selector field":  {head + "pipeline:\n  mutators:\n    - image: x\n      selectors:\n        - kinds: Deployment\n", `unknown field "kinds" in pipeline.mutators[0].selectors[0]`},
-		"image and exec":           {head + "pipeline:\n  mutators:\n    - image: x\n      exec: ./x\n", "must not specify both `image` and `exec`"},
-		"configMap and configPath": {head + "pipeline:\n  validators:\n    - image: x\n      configPath: a.yaml\n      configMap: {a: b}\n", "must not specify both `configMap` and `configPath`"},
-		"configPath outside":       {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: ../../etc/a.yaml\n", "must not be outside the package"},
-		"configPath absolute":      {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: /etc/a.yaml\n", "must be relative"},
-		"not kpt.dev/v1":           {"apiVersion: kpt.dev/v1alpha1\nkind: Kptfile\nmetadata:\n  name: p\n", "want kpt.dev/v1 Kptfile"},
-		"a function with no image": {head + "pipeline:\n  mutators:\n    - configMap: {a: b}\n", "must specify a function"},
+		"misspelt pipeline":         {head + "pipelin:\n  mutators:\n    - image: x\n", "field pipelin not found in type v1.KptFile"},
+		"misspelt function field":   {head + "pipeline:\n  mutators:\n    - image: x\n      configmap: {a: b}\n", "field configmap not found in type v1.Function"},
+		"misspelt selector field":   {head + "pipeline:\n  mutators:\n    - image: x\n      selectors:\n        - kinds: Deployment\n", "field kinds not found in type v1.Selector"},
+		"image and exec":            {head + "pipeline:\n  mutators:\n    - image: x\n      exec: ./x\n", "must not specify both `image` and `exec`"},
+		"configMap and configPath":  {head + "pipeline:\n  validators:\n    - image: x\n      configPath: a.yaml\n      configMap: {a: b}\n", "must not specify both `configMap` and `configPath`"},
+		"configPath outside":        {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: ../../etc/a.yaml\n", "path must not be outside the package"},
+		"configPath absolute":       {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: /etc/a.yaml\n", "must be relative"},
+		"not kpt.dev/v1":            {"apiVersion: kpt.dev/v1alpha1\nkind: Kptfile\nmetadata:\n  name: p\n", `old resource version "v1alpha1" found in Kptfile`},
+		"an image name kpt refuses": {head + "pipeline:\n  mutators:\n    - image: Gcr.io/Kpt-Fn/X:v1\n", `function name "Gcr.io/Kpt-Fn/X:v1" is invalid`},
+		"configPath missing":        {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: none.yaml\n", "functionConfig must exist in the current package"},
+		"configPath of two configs": {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: two.yaml\n", `functionConfig "two.yaml" must not contain more than one config, got 2`},
+		"configPath not KRM":        {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: bare.yaml\n", `functionConfig "bare.yaml": resource must have`},
+		"configPath through a link": {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: link.yaml\n", "goes through the symbolic link"},
+		"a function with no image":  {head + "pipeline:\n  mutators:\n    - configMap: {a: b}\n", "must specify a functon (`image` or `exec`) to execute"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			writePackage(t, dir, map[string]string{"Kptfile": c.kptfile})
+			writePackage(t, dir, map[string]string{
+				"Kptfile":   c.kptfile,
+				"two.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+				"bare.yaml": "data:\n  a: b\n",
+			})
+			outside := filepath.Join(t.TempDir(), "secret.yaml")
+			require.NoError(t, os.WriteFile(outside, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"), 0o644))
+			require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link.yaml")))
 			_, err := kptrender.Render(context.Background(), dir, canned{}, kptrender.Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)

@@ -50,6 +50,7 @@ import (
 	"github.com/google/shlex"
 	kptfilev1 "github.com/kptdev/kpt/pkg/api/kptfile/v1"
 	"github.com/kptdev/kpt/pkg/kptfile/kptfileutil"
+	"github.com/kptdev/kpt/pkg/lib/runneroptions"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -798,11 +799,20 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 	if err := areKRM(items); err != nil {
 		return nil, nil, fmt.Errorf("%s: input resource list must contain only KRM resources: %w", f.name(), err)
 	}
-	image := f.Image
-	if opts.MapImage != nil && image != "" {
-		image = opts.MapImage(image)
+	// kpt resolves a catalog function's short name (no "/") to the
+	// catalog's registry, calls that and names the result by it; porch's
+	// renders send it so too. A mapping applies to the Kptfile's spelling.
+	resolve := (&runneroptions.RunnerOptions{}).ResolveToImageForCLIFunc(runneroptions.GHCRImagePrefix)
+	var image, name string
+	if f.Image != "" {
+		image = f.Image
+		if opts.MapImage != nil {
+			image = opts.MapImage(image)
+		}
+		image, _ = resolve(ctx, image)
+		name, _ = resolve(ctx, f.Image)
 	}
-	step := &StepResult{Image: f.Image, ExecPath: f.Exec}
+	step := &StepResult{Image: name, ExecPath: f.Exec}
 	var callErr error
 	filter := &runtimeutil.FunctionFilter{
 		FunctionConfig: config,

@@ -168,15 +168,27 @@ func TestOutputKptRefuses(t *testing.T) {
 }
 
 // recorder answers with what it was given and records, per call, the
-// functionConfig's name and the given resources' package-relative paths.
+// image (less the catalog's registry, which kpt puts before a short name;
+// one not put there is recorded as "unresolved <image>"), the
+// functionConfig's name and the given resources' names.
 type recorder struct{ calls []string }
+
+// catalogRegistry is where kpt resolves a function's short name.
+const catalogRegistry = "ghcr.io/kptdev/krm-functions-catalog/"
+
+func shortName(image string) string {
+	if s, ok := strings.CutPrefix(image, catalogRegistry); ok {
+		return s
+	}
+	return "unresolved " + image
+}
 
 func (r *recorder) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
 	rl, err := yaml.Parse(string(in.GetResourceList()))
 	if err != nil {
 		return nil, err
 	}
-	call := in.GetImage() + " config="
+	call := shortName(in.GetImage()) + " config="
 	if fc := rl.Field("functionConfig"); fc != nil {
 		call += fc.Value.GetName()
 	}
@@ -312,7 +324,7 @@ func TestValidatorConfigFromDisk(t *testing.T) {
 type evaluators map[string]kptrender.Evaluator
 
 func (e evaluators) EvaluateFunction(ctx context.Context, in *pb.EvaluateFunctionRequest, opts ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
-	return e[in.GetImage()].EvaluateFunction(ctx, in, opts...)
+	return e[shortName(in.GetImage())].EvaluateFunction(ctx, in, opts...)
 }
 
 // renamer renames every resource "renamed".

@@ -477,10 +477,18 @@ func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, inp
 	for i, f := range steps {
 		mutator := i < len(kf.Pipeline.Mutators)
 		out, step, err := runStep(ctx, r.ev, f, dir, mutator, input, r.opts)
+		if step == nil {
+			return nil, fmt.Errorf("package %s: %w", dir, err)
+		}
+		// As kpt, a call that failed (a function, or the call itself) is
+		// an item of the result list and fails it.
+		r.list.Items = append(r.list.Items, *step)
+		if step.ExitCode != 0 {
+			r.list.ExitCode = 1
+		}
 		if err != nil {
 			return nil, fmt.Errorf("package %s: %w", dir, err)
 		}
-		r.list.Items = append(r.list.Items, *step)
 		if r.opts.Progress != nil {
 			verdict := "ok"
 			if step.ExitCode != 0 {
@@ -493,7 +501,6 @@ func (r *renderer) runPipeline(ctx context.Context, dir string, kf *Kptfile, inp
 			fmt.Fprintf(r.opts.Progress, "[%s%d/%d] %s: %s in %v, %d results\n", where, i+1, len(steps), f.name(), verdict, step.Duration.Round(time.Millisecond), len(step.Results))
 		}
 		if step.ExitCode != 0 {
-			r.list.ExitCode = 1
 			return nil, nil
 		}
 		if mutator {
@@ -883,7 +890,8 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		}
 		return nil, step, nil
 	case callErr != nil && f.Exec != "":
-		return nil, nil, fmt.Errorf("%s: %w", f.Exec, callErr)
+		step.ExitCode = 1
+		return nil, step, fmt.Errorf("%s: %w", f.Exec, callErr)
 	case callErr != nil && status.Code(callErr) == codes.Internal:
 		// The function failed: its results and stderr are in the details.
 		step.ExitCode = 1
@@ -897,9 +905,14 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		}
 		return nil, step, nil
 	case callErr != nil:
-		return nil, nil, fmt.Errorf("%s: %w", f.Image, callErr)
+		// The call failed (no such function, the runner unreachable,
+		// ...): kpt records the function as failed, exit code 1.
+		step.ExitCode = 1
+		return nil, step, fmt.Errorf("%s: %w", f.Image, callErr)
 	case err != nil:
-		return nil, nil, fmt.Errorf("%s: %w", step.Name(), err)
+		// What the function returned could not be read back.
+		step.ExitCode = 1
+		return nil, step, fmt.Errorf("%s: %w", step.Name(), err)
 	}
 	for _, o := range out {
 		if pkg != "" && o.GetAnnotations()[packagePathAnnotation] == "" {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -477,4 +479,31 @@ func TestExecFunctionTimeout(t *testing.T) {
 	})
 	_, err := kptrender.Render(context.Background(), dir, &recorder{}, kptrender.Options{AllowExec: true, ExecTimeout: 200 * time.Millisecond})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// unavailable answers every call with Unavailable.
+type unavailable struct{}
+
+func (unavailable) EvaluateFunction(context.Context, *pb.EvaluateFunctionRequest, ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	return nil, status.Error(codes.Unavailable, "no runner")
+}
+
+// TestCallFailureIsAnItem: a call that failed (not the function: the
+// runner) fails the render and, as in kpt, is an item of the result list
+// with exit code 1, so results.yaml says the render failed.
+func TestCallFailureIsAnItem(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile":        kptfile("p", "    - image: set-labels:v0.2.2\n      configMap: {a: b}\n"),
+		"resources.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+	})
+	list, err := kptrender.Render(context.Background(), dir, unavailable{}, kptrender.Options{})
+	require.Error(t, err)
+	assert.Equal(t, codes.Unavailable, status.Code(err), "the call's status, wrapped: %v", err)
+	require.NotNil(t, list)
+	assert.Equal(t, 1, list.ExitCode)
+	if assert.Len(t, list.Items, 1) {
+		assert.Equal(t, "ghcr.io/kptdev/krm-functions-catalog/set-labels:v0.2.2", list.Items[0].Image, "named as kpt names it")
+		assert.Equal(t, 1, list.Items[0].ExitCode)
+	}
 }

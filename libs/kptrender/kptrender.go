@@ -741,6 +741,17 @@ func runStep(ctx context.Context, ev Evaluator, f Function, pkg string, mutator 
 	if len(f.Selectors) == 0 && len(f.Exclude) == 0 {
 		return callFunction(ctx, ev, f, pkg, items, config, opts)
 	}
+	if !mutator {
+		// A validator's output is not kept: kpt gives it the selected
+		// resources as they are, with no resource ids.
+		var selected []*yaml.RNode
+		for _, it := range items {
+			if selects(f.Selectors, f.Exclude, it) {
+				selected = append(selected, it)
+			}
+		}
+		return callFunction(ctx, ev, f, pkg, selected, config, opts)
+	}
 	// Only the selected resources go to the function; its output takes
 	// their place, by kpt's resource ids: a selected resource missing from
 	// the output was deleted, an output without an id is new (appended).

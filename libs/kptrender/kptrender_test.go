@@ -507,3 +507,35 @@ func TestCallFailureIsAnItem(t *testing.T) {
 		assert.Equal(t, 1, list.Items[0].ExitCode)
 	}
 }
+
+// keys records the annotation keys of every resource it is given.
+type keys struct{ seen map[string]bool }
+
+func (k *keys) EvaluateFunction(_ context.Context, in *pb.EvaluateFunctionRequest, _ ...grpc.CallOption) (*pb.EvaluateFunctionResponse, error) {
+	items, err := (&kio.ByteReader{Reader: bytes.NewReader(in.GetResourceList())}).Read()
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		for a := range it.GetAnnotations() {
+			k.seen[a] = true
+		}
+	}
+	return &pb.EvaluateFunctionResponse{ResourceList: in.GetResourceList()}, nil
+}
+
+// TestValidatorSelectorsGiveNoIDs: a validator with selectors gets the
+// selected resources as kpt gives them, without kpt's resource ids (a
+// mutator's get them, to merge its output back).
+func TestValidatorSelectorsGiveNoIDs(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: p\npipeline:\n  validators:\n    - image: keys\n      selectors:\n        - kind: ConfigMap\n",
+		"resources.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n",
+	})
+	k := &keys{seen: map[string]bool{}}
+	_, err := kptrender.Render(context.Background(), dir, k, kptrender.Options{})
+	require.NoError(t, err)
+	assert.NotContains(t, k.seen, "internal.config.k8s.io/kpt-resource-id")
+	assert.Contains(t, k.seen, "config.kubernetes.io/path", "the validator was given the resource")
+}

@@ -195,6 +195,10 @@ type Options struct {
 	// Connector resources it renders (see attribute); kpt leaves it off
 	// when KRM_DISABLE_ATTRIBUTION is set.
 	NoAttribution bool
+	// Output, when set, gets the rendered resources as one ResourceList,
+	// with their path annotations, and the package is left as it was
+	// (kpt fn render -o).
+	Output io.Writer
 	// ExecTimeout bounds each exec function's run (0: kpt's 5 minutes).
 	ExecTimeout time.Duration
 }
@@ -236,6 +240,18 @@ func Render(ctx context.Context, dir string, ev Evaluator, opts Options) (*Resul
 				return r.list, err
 			}
 		}
+	}
+	if opts.Output != nil {
+		w := kio.ByteWriter{
+			Writer:                opts.Output,
+			KeepReaderAnnotations: true,
+			WrappingAPIVersion:    kio.ResourceListAPIVersion,
+			WrappingKind:          kio.ResourceListKind,
+		}
+		if err := w.Write(items); err != nil {
+			return r.list, fmt.Errorf("writing the rendered resources: %w", err)
+		}
+		return r.list, nil
 	}
 	if err := writePackage(root, items, r.read); err != nil {
 		return r.list, fmt.Errorf("writing package %s: %w", dir, err)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/fnrunner/fnrunner/libs/fnresult"
@@ -120,7 +121,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "eval":
 		return eval(ctx, args[1:], stdin, stdout, stderr)
 	case "render":
-		return render(ctx, args[1:], stderr)
+		return render(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "fnctl: unknown command %q\n\n%s", args[0], usage)
 		return exitError{2}
@@ -208,7 +209,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return kio.ByteWriter{Writer: stdout}.Write(out.Items)
 }
 
-func render(ctx context.Context, args []string, stderr io.Writer) error {
+func render(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c common
 	fs := flag.NewFlagSet("fnctl render", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -233,9 +234,11 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	})
 	truncate := fs.Bool("truncate-output", true, "Print at most 4 lines of a failed function's stderr (kpt fn render --truncate-output).")
+	output := fs.String("output", "", "Where the rendered resources go instead of back into the package (kpt fn render -o): stdout (one ResourceList), unwrap (a YAML stream, without path annotations) or a directory that does not exist yet.")
+	fs.StringVar(output, "o", "", "Short for --output.")
 	allowExec := fs.Bool("allow-exec", false, "Run the pipeline's exec functions, on this machine as the user running fnctl, not through the gateway (kpt fn render --allow-exec); without it a pipeline with one fails.")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] DIR\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back when every function succeeded. Prints progress, timing and results per step.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: fnctl render [flags] [DIR]\n\nRuns the package's Kptfile pipeline (mutators, then validators) through the gateway and writes\nthe package back (or to --output) when every function succeeded. DIR defaults to the current\ndirectory. Prints progress, timing and results per step.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -244,10 +247,28 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return exitError{2}
 	}
-	if fs.NArg() != 1 {
-		return usageErr(stderr, "render takes exactly one package directory")
+	dir := "."
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		dir = userPath(fs.Arg(0))
+	default:
+		return usageErr(stderr, "render takes one package directory")
 	}
-	dir := userPath(fs.Arg(0))
+	var rendered *bytes.Buffer
+	switch *output {
+	case "":
+	case "stdout", "unwrap":
+		rendered = &bytes.Buffer{}
+	default:
+		// As kpt: the directory must not exist yet.
+		if _, err := os.Lstat(*output); err == nil {
+			return usageErr(stderr, fmt.Sprintf("directory %q already exists, please delete the directory and retry", *output))
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		rendered = &bytes.Buffer{}
+	}
 	conn, err := c.dial(stderr)
 	if err != nil {
 		return err
@@ -256,9 +277,13 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
 	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
 	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
-	list, err := kptrender.Render(ctx, dir, ev, kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec, ExecTimeout: c.timeout,
+	opts := kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec, ExecTimeout: c.timeout,
 		// kpt's opt-out of its attribution annotation, honoured as kpt does.
-		NoAttribution: os.Getenv("KRM_DISABLE_ATTRIBUTION") != ""})
+		NoAttribution: os.Getenv("KRM_DISABLE_ATTRIBUTION") != ""}
+	if rendered != nil {
+		opts.Output = rendered
+	}
+	list, err := kptrender.Render(ctx, dir, ev, opts)
 	if list != nil {
 		for _, item := range list.Items {
 			printItem(stderr, item, *truncate)
@@ -277,8 +302,36 @@ func render(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\nPackage %q not written: a function failed.\n", dir)
 		return exitError{1}
 	}
+	if rendered != nil {
+		return writeOutput(*output, rendered, stdout)
+	}
 	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in %d package(s).\n", len(list.Items), list.Packages)
 	return nil
+}
+
+// writeOutput writes a render's ResourceList where --output says, as kpt
+// fn render -o does: stdout as it is, unwrap as a YAML stream without the
+// path and index annotations, else into a new directory by their paths.
+func writeOutput(dest string, rendered *bytes.Buffer, stdout io.Writer) error {
+	if dest == "stdout" {
+		_, err := stdout.Write(rendered.Bytes())
+		return err
+	}
+	var out kio.Writer
+	if dest == "unwrap" {
+		out = kio.ByteWriter{Writer: stdout, ClearAnnotations: []string{
+			kioutil.IndexAnnotation, kioutil.PathAnnotation, kioutil.LegacyIndexAnnotation, kioutil.LegacyPathAnnotation, //nolint:staticcheck // kpt clears both
+		}}
+	} else {
+		if err := os.MkdirAll(dest, 0o755); err != nil {
+			return fmt.Errorf("output directory: %w", err)
+		}
+		out = &kio.LocalPackageWriter{PackagePath: dest}
+	}
+	return kio.Pipeline{
+		Inputs:  []kio.Reader{&kio.ByteReader{Reader: rendered, PreserveSeqIndent: true, WrapBareSeqNode: true}},
+		Outputs: []kio.Writer{out},
+	}.Execute()
 }
 
 // writeResults writes list to dir/results.yaml, as kpt does (kyaml's

@@ -114,6 +114,33 @@ func TestEvalAndRender(t *testing.T) {
 	require.NoError(t, err, "render of gcr.io/kpt-fn/set-namespace:v0.4\n%s", log)
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	assert.Contains(t, string(got), "namespace: old-registry", "render of the catalog's old registry wrote")
+
+	// -o: the rendered resources elsewhere, the package left as it was.
+	before, err := os.ReadFile(filepath.Join(pkg, "resources.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(pkg, "Kptfile"), []byte("apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: set-namespace:v0.4.5\n    configMap:\n      namespace: elsewhere\n"), 0o644))
+	out, log, err = fnctl(t, s, "", "render", "-o", "stdout", pkg)
+	require.NoError(t, err, "render -o stdout\n%s", log)
+	assert.Contains(t, out, "kind: ResourceList")
+	assert.Contains(t, out, "namespace: elsewhere")
+	assert.Contains(t, out, "config.kubernetes.io/path: 'resources.yaml'", "stdout keeps the paths")
+	out, log, err = fnctl(t, s, "", "render", "--output=unwrap", pkg)
+	require.NoError(t, err, "render -o unwrap\n%s", log)
+	assert.NotContains(t, out, "kind: ResourceList")
+	assert.NotContains(t, out, "config.kubernetes.io/path")
+	assert.Contains(t, out, "namespace: elsewhere")
+	dest := filepath.Join(t.TempDir(), "out")
+	_, log, err = fnctl(t, s, "", "render", "-o", dest, pkg)
+	require.NoError(t, err, "render -o DIR\n%s", log)
+	got, err = os.ReadFile(filepath.Join(dest, "resources.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(got), "namespace: elsewhere", "written into the new directory")
+	_, log, err = fnctl(t, s, "", "render", "-o", dest, pkg)
+	assert.ErrorAs(t, err, new(exitError), "render -o into a directory that exists\n%s", log)
+	assert.Contains(t, log, "already exists")
+	after, err := os.ReadFile(filepath.Join(pkg, "resources.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "-o leaves the package as it was")
 }
 
 func TestUsage(t *testing.T) {

@@ -247,7 +247,7 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{2}
 	}
-	dir := "."
+	dir := userPath(".")
 	switch fs.NArg() {
 	case 0:
 	case 1:
@@ -262,6 +262,7 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rendered = &bytes.Buffer{}
 	default:
 		// As kpt: the directory must not exist yet.
+		*output = userPath(*output)
 		if _, err := os.Lstat(*output); err == nil {
 			return usageErr(stderr, fmt.Sprintf("directory %q already exists, please delete the directory and retry", *output))
 		} else if !errors.Is(err, os.ErrNotExist) {

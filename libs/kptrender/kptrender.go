@@ -860,6 +860,19 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 				return err
 			}
 			start := time.Now()
+			if f.Image == builtinPkgContext {
+				output, err := genPkgContext(input)
+				step.Duration = time.Since(start)
+				if err != nil {
+					callErr = err
+					return err
+				}
+				if rl, err := resourcelist.Parse(output); err == nil {
+					step.Results = rl.Results
+				}
+				_, err = out.Write(output)
+				return err
+			}
 			if f.Exec != "" {
 				timeout := opts.ExecTimeout
 				if timeout <= 0 {

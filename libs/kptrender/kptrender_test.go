@@ -539,3 +539,28 @@ func TestValidatorSelectorsGiveNoIDs(t *testing.T) {
 	assert.NotContains(t, k.seen, "internal.config.k8s.io/kpt-resource-id")
 	assert.Contains(t, k.seen, "config.kubernetes.io/path", "the validator was given the resource")
 }
+
+// TestBuiltinPkgContext: kpt's builtin builtins/gen-pkg-context runs in
+// process, as kpt fn render runs it: the package's package-context.yaml
+// is made (an old one replaced), with kpt's info result, and nothing is
+// sent to the evaluator. (In a package with subpackages it fails, as
+// kpt's does: every Kptfile is at "Kptfile" of its own package then.)
+func TestBuiltinPkgContext(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile":              kptfile("shop", "    - image: builtins/gen-pkg-context\n"),
+		"package-context.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kptfile.kpt.dev\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\ndata:\n  name: stale\n",
+	})
+	r := &recorder{}
+	list, err := kptrender.Render(context.Background(), dir, r, kptrender.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, r.calls, "a builtin is not sent")
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "builtins/gen-pkg-context", list.Items[0].Image)
+	if assert.Len(t, list.Items[0].Results, 1) {
+		assert.Equal(t, "generated package context", list.Items[0].Results[0].Message)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "package-context.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kptfile.kpt.dev\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\ndata:\n  name: shop\n", string(got))
+}

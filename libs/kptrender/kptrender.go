@@ -51,6 +51,7 @@ import (
 	kptfilev1 "github.com/kptdev/kpt/pkg/api/kptfile/v1"
 	"github.com/kptdev/kpt/pkg/kptfile/kptfileutil"
 	"github.com/kptdev/kpt/pkg/lib/runneroptions"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -296,7 +297,8 @@ func writePackage(root string, items []*yaml.RNode, read map[string]bool) error 
 }
 
 // noSymlinkBelow says whether rel, a path relative to root, names a file
-// reached through a symbolic link (or outside root).
+// reached through a symbolic link (or outside root): such a file is not
+// read, written or removed.
 func noSymlinkBelow(root, rel string) error {
 	clean := filepath.Clean(rel)
 	if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
@@ -313,7 +315,7 @@ func noSymlinkBelow(root, rel string) error {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			return fmt.Errorf("resource path %q goes through the symbolic link %s: not written", rel, cur)
+			return fmt.Errorf("resource path %q goes through the symbolic link %s", rel, cur)
 		}
 	}
 	return nil
@@ -461,6 +463,11 @@ func (r *renderer) readLocal(dir string) ([]*yaml.RNode, error) {
 		p, _, err := kioutil.GetFileAnnotations(it)
 		if err != nil {
 			return nil, err
+		}
+		// kpt reads a file through a symbolic link, even one to outside
+		// the package; here no file is read through one.
+		if err := noSymlinkBelow(dir, p); err != nil {
+			return nil, fmt.Errorf("reading package %s: %w", dir, err)
 		}
 		r.read[filepath.Join(rel, filepath.Clean(p))] = true
 	}
@@ -648,16 +655,26 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
 	}
+	for _, it := range items {
+		p, _, err := kioutil.GetFileAnnotations(it)
+		if err != nil {
+			return nil, err
+		}
+		if err := noSymlinkBelow(dir, p); err != nil {
+			return nil, fmt.Errorf("reading package %s: %w", dir, err)
+		}
+	}
 	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
 	list.Metadata.Name = "fnresults"
 	out, step, err := callFunction(ctx, ev, Function{Image: image}, "", items, config, opts)
-	if err != nil {
-		return list, err
+	if step != nil {
+		list.Items = append(list.Items, *step)
+		if step.ExitCode != 0 {
+			list.ExitCode = 1
+		}
 	}
-	list.Items = append(list.Items, *step)
-	if step.ExitCode != 0 {
-		list.ExitCode = 1
-		return list, nil
+	if err != nil || list.ExitCode != 0 {
+		return list, err
 	}
 	read := map[string]bool{}
 	for _, it := range items {
@@ -676,10 +693,40 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	return list, nil
 }
 
-// ConfigMap is the functionConfig kpt makes of key/value arguments: a
-// ConfigMap named function-input (nil for none).
-func ConfigMap(data map[string]string) (*yaml.RNode, error) {
-	return functionConfig(Function{ConfigMap: data}, "", nil, false)
+// EvalConfig is the functionConfig kpt fn eval makes of its arguments
+// after --, as kpt v1.0.0-beta.61's cmdeval makes it: always one, named
+// function-input, of kind ConfigMap or of the first argument when it is
+// not KEY=VALUE, each VALUE a string in data (none: data is empty).
+func EvalConfig(args []string) (*yaml.RNode, error) {
+	rc, err := yaml.Parse("metadata:\n  name: function-input\ndata: {}\n")
+	if err != nil {
+		return nil, err
+	}
+	kind := "ConfigMap"
+	data, err := rc.Pipe(yaml.Lookup("data"))
+	if err != nil {
+		return nil, err
+	}
+	for i, arg := range args {
+		k, v, ok := strings.Cut(arg, "=")
+		if i == 0 && !ok {
+			kind = arg
+			continue
+		}
+		if !ok {
+			return nil, fmt.Errorf("args must have keys and values separated by =, not %q", arg)
+		}
+		if err := data.PipeE(yaml.SetField(k, yaml.NewStringRNode(v))); err != nil {
+			return nil, err
+		}
+	}
+	if err := rc.PipeE(yaml.SetField("kind", yaml.NewScalarRNode(kind))); err != nil {
+		return nil, err
+	}
+	if err := rc.PipeE(yaml.SetField("apiVersion", yaml.NewScalarRNode("v1"))); err != nil {
+		return nil, err
+	}
+	return rc, nil
 }
 
 // ReadKptfile reads dir/Kptfile as kpt does (kpt's own decoder: a field
@@ -726,9 +773,34 @@ func (kf *Kptfile) validatePipeline(dir string) error {
 		if err := noSymlinkBelow(dir, filepath.Clean(f.ConfigPath)); err != nil {
 			return fmt.Errorf("Kptfile in %s: function %q: configPath: %w", dir, f.Image, err)
 		}
+		// kpt's validation indexes the file's first document unchecked: a
+		// file without one would crash it.
+		if err := hasDocument(filepath.Join(dir, f.ConfigPath)); err != nil {
+			return fmt.Errorf("Kptfile in %s: function %q: configPath %q: %w", dir, f.Image, f.ConfigPath, err)
+		}
 	}
 	if err := validateKptfile((*kptfilev1.KptFile).Validate, kkf, dir); err != nil {
 		return fmt.Errorf("Kptfile in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// hasDocument says whether the file at p (if there is one: kpt reports a
+// missing one) holds a YAML document, read as kpt reads a configPath.
+func hasDocument(p string) error {
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	nodes, err := (&kio.ByteReader{Reader: bytes.NewReader(data), PreserveSeqIndent: true, WrapBareSeqNode: true, DisableUnwrapping: true}).Read()
+	if err != nil {
+		return nil // kpt's validation says what is wrong with it
+	}
+	if len(nodes) == 0 {
+		return errors.New("functionConfig must contain a config, the file has none")
 	}
 	return nil
 }
@@ -878,12 +950,13 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 				if timeout <= 0 {
 					timeout = defaultExecTimeout
 				}
-				output, err := runExec(ctx, f.Exec, input, timeout)
+				output, stderr, err := runExec(ctx, f.Exec, input, timeout)
 				step.Duration = time.Since(start)
 				if err != nil {
 					callErr = err
 					return err
 				}
+				step.Stderr = string(stderr)
 				if rl, err := resourcelist.Parse(output); err == nil {
 					step.Results = rl.Results
 				}
@@ -1060,37 +1133,53 @@ func (e *ExecExitError) Error() string {
 // runExec runs an exec function as kpt does: its command split as a shell
 // would (kpt's shlex), the program found as exec.Command finds it (a
 // relative path from the working directory), input on its stdin, its
-// stdout the output. It is killed when ctx ends or after timeout.
-func runExec(ctx context.Context, command string, input []byte, timeout time.Duration) ([]byte, error) {
+// stdout the output; its stderr is returned too. Unlike kpt's, it runs in a
+// process group of its own, and whatever of that group is left when the
+// program exits is killed then (kpt leaves it, and waits for it while it
+// holds the output open); when ctx ends or after timeout the whole group is
+// killed.
+func runExec(ctx context.Context, command string, input []byte, timeout time.Duration) (stdout, stderr []byte, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	words, err := shlex.Split(command)
 	if err != nil {
-		return nil, fmt.Errorf("exec command %q must be valid: %w", command, err)
+		return nil, nil, fmt.Errorf("exec command %q must be valid: %w", command, err)
 	}
 	if len(words) == 0 {
-		return nil, fmt.Errorf("exec command %q names no program", command)
+		return nil, nil, fmt.Errorf("exec command %q names no program", command)
 	}
 	cmd := exec.CommandContext(ctx, words[0], words[1:]...)
-	// Its own process group, killed whole: a child it started must not
-	// keep the call (or its output pipes) open past the end.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// Only a process that left the group (setsid) can hold the output
+	// open once the group is killed: not for longer than this.
 	cmd.WaitDelay = time.Second
 	cmd.Stdin = bytes.NewReader(input)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	// The program's exit, not reaped yet: its group id cannot be taken by
+	// another group while what it left is killed.
+	var info unix.Siginfo
+	for {
+		if werr := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(werr, unix.EINTR) {
+			break
+		}
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	err = cmd.Wait()
 	var xe *exec.ExitError
 	switch {
 	case errors.As(err, &xe) && ctx.Err() == nil:
-		return nil, &ExecExitError{ExitCode: xe.ExitCode(), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+		return nil, nil, &ExecExitError{ExitCode: xe.ExitCode(), Stdout: out.Bytes(), Stderr: errOut.Bytes()}
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return nil, nil, fmt.Errorf("%w (%v)", ctx.Err(), err)
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	}
-	return stdout.Bytes(), nil
+	return out.Bytes(), errOut.Bytes(), nil
 }
 
 // name is how kpt names a function: its image, or its exec command.

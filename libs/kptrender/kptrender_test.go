@@ -3,8 +3,10 @@ package kptrender_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -368,19 +370,25 @@ func TestKptfileAsStrictAsKpt(t *testing.T) {
 		"configPath missing":        {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: none.yaml\n", "functionConfig must exist in the current package"},
 		"configPath of two configs": {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: two.yaml\n", `functionConfig "two.yaml" must not contain more than one config, got 2`},
 		"configPath not KRM":        {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: bare.yaml\n", `functionConfig "bare.yaml": resource must have`},
+		"configPath empty":          {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: empty.yaml\n", "functionConfig must contain a config"},
 		"configPath through a link": {head + "pipeline:\n  mutators:\n    - image: x\n      configPath: link.yaml\n", "goes through the symbolic link"},
 		"a function with no image":  {head + "pipeline:\n  mutators:\n    - configMap: {a: b}\n", "must specify a functon (`image` or `exec`) to execute"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			writePackage(t, dir, map[string]string{
-				"Kptfile":   c.kptfile,
-				"two.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
-				"bare.yaml": "data:\n  a: b\n",
+				"Kptfile":    c.kptfile,
+				"two.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n",
+				"bare.yaml":  "data:\n  a: b\n",
+				"empty.yaml": "# nothing here\n",
 			})
-			outside := filepath.Join(t.TempDir(), "secret.yaml")
-			require.NoError(t, os.WriteFile(outside, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"), 0o644))
-			require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link.yaml")))
+			if name == "configPath through a link" {
+				outside := filepath.Join(t.TempDir(), "secret.yaml")
+				require.NoError(t, os.WriteFile(outside, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"), 0o644))
+				require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link.yaml")))
+				// Not read as a resource: only as the config.
+				require.NoError(t, os.WriteFile(filepath.Join(dir, ".krmignore"), []byte("link.yaml\n"), 0o644))
+			}
 			_, err := kptrender.Render(context.Background(), dir, canned{}, kptrender.Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
@@ -470,15 +478,62 @@ func TestExecFunctions(t *testing.T) {
 	}
 }
 
-// TestExecFunctionTimeout: an exec function past its time is killed with
-// what it started, and the render fails saying so.
-func TestExecFunctionTimeout(t *testing.T) {
-	dir := t.TempDir()
-	writePackage(t, dir, map[string]string{
-		"Kptfile": kptfile("p", "    - exec: \"sh -c 'sleep 60 & sleep 60'\"\n"),
-	})
-	_, err := kptrender.Render(context.Background(), dir, &recorder{}, kptrender.Options{AllowExec: true, ExecTimeout: 200 * time.Millisecond})
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+// alive says whether the process pid runs (a zombie does not).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis.
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
+}
+
+// startedPID reads the pid a function wrote to file.
+func startedPID(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return pid
+}
+
+// TestExecFunctionLeavesNothing: what an exec function started and left
+// running is killed when it exits, and when it runs past its time it is
+// killed with what it started, and the render fails saying so.
+func TestExecFunctionLeavesNothing(t *testing.T) {
+	for name, c := range map[string]struct {
+		script  string
+		timeout time.Duration
+		wantErr error
+	}{
+		"exits, a child left": {script: "cat; sleep 60 >/dev/null 2>&1 </dev/null & echo $! > %s; echo done >&2"},
+		"past its time":       {script: "sleep 60 >/dev/null 2>&1 </dev/null & echo $! > %s; sleep 60", timeout: 200 * time.Millisecond, wantErr: context.DeadlineExceeded},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			script := fmt.Sprintf(c.script, pidFile)
+			writePackage(t, dir, map[string]string{
+				"Kptfile": kptfile("p", "    - exec: \"sh -c '"+script+"'\"\n"),
+			})
+			timeout := c.timeout
+			if timeout == 0 {
+				timeout = time.Minute
+			}
+			list, err := kptrender.Render(context.Background(), dir, &recorder{}, kptrender.Options{AllowExec: true, ExecTimeout: timeout})
+			if c.wantErr != nil {
+				require.ErrorIs(t, err, c.wantErr)
+			} else {
+				require.NoError(t, err)
+				require.Len(t, list.Items, 1)
+				assert.Equal(t, "done\n", list.Items[0].Stderr, "stderr kept on success, as kpt keeps it")
+			}
+			pid := startedPID(t, pidFile)
+			assert.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 10*time.Millisecond, "the child %d is killed", pid)
+		})
+	}
 }
 
 // unavailable answers every call with Unavailable.
@@ -563,4 +618,56 @@ func TestBuiltinPkgContext(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "package-context.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kptfile.kpt.dev\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\ndata:\n  name: shop\n", string(got))
+}
+
+// TestEmptyConfigMapGivesNoConfig: as kpt, a configMap with nothing in it
+// gives the function no functionConfig; one with data gives kpt's
+// function-input ConfigMap.
+func TestEmptyConfigMapGivesNoConfig(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{
+		"Kptfile": kptfile("p", "    - image: empty\n      configMap: {}\n    - image: full\n      configMap: {a: b}\n"),
+	})
+	r := &recorder{}
+	_, err := kptrender.Render(context.Background(), dir, r, kptrender.Options{})
+	require.NoError(t, err)
+	require.Len(t, r.calls, 2)
+	assert.True(t, strings.HasPrefix(r.calls[0], "empty config=:"), r.calls[0])
+	assert.True(t, strings.HasPrefix(r.calls[1], "full config=function-input:"), r.calls[1])
+}
+
+// TestEvalCallFailureIsAnItem: Eval records a failed call as render does.
+func TestEvalCallFailureIsAnItem(t *testing.T) {
+	dir := t.TempDir()
+	writePackage(t, dir, map[string]string{"resources.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"})
+	list, err := kptrender.Eval(context.Background(), dir, unavailable{}, "set-labels:v0.2.2", nil, kptrender.Options{})
+	require.Error(t, err)
+	require.NotNil(t, list)
+	assert.Equal(t, 1, list.ExitCode)
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, 1, list.Items[0].ExitCode)
+}
+
+// TestNothingReadThroughALink: a resource file that is a symbolic link
+// (here to a file out of the package) fails the render before any function
+// sees it, whether the output goes back to the package or elsewhere.
+func TestNothingReadThroughALink(t *testing.T) {
+	for _, toOutput := range []bool{false, true} {
+		dir := t.TempDir()
+		writePackage(t, dir, map[string]string{"Kptfile": kptfile("p", "    - image: echo\n")})
+		secret := filepath.Join(t.TempDir(), "secret.yaml")
+		require.NoError(t, os.WriteFile(secret, []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n"), 0o644))
+		require.NoError(t, os.Symlink(secret, filepath.Join(dir, "leak.yaml")))
+		r := &recorder{}
+		var out bytes.Buffer
+		opts := kptrender.Options{}
+		if toOutput {
+			opts.Output = &out
+		}
+		_, err := kptrender.Render(context.Background(), dir, r, opts)
+		require.Error(t, err, "output elsewhere: %v", toOutput)
+		assert.Contains(t, err.Error(), "symbolic link")
+		assert.Empty(t, r.calls)
+		assert.Empty(t, out.String())
+	}
 }

@@ -179,16 +179,8 @@ func porchEval(t *testing.T, s *stack.Stack, pkg string, e *evalCase) *kptrender
 		args = append(args, "--fn-config", filepath.Join(pkg, e.fnConfig))
 	}
 	args = append(args, pkg)
-	if len(e.args) > 0 {
-		keys := make([]string, 0, len(e.args))
-		for k := range e.args {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		args = append(args, "--")
-		for _, k := range keys {
-			args = append(args, k+"="+e.args[k])
-		}
+	if list := e.argList(); len(list) > 0 {
+		args = append(append(args, "--"), list...)
 	}
 	return porchrender(t, args...)
 }
@@ -358,10 +350,22 @@ func (e *evalCase) config(pkg string) (*yaml.RNode, error) {
 		}
 		return yaml.Parse(string(data))
 	}
-	if len(e.args) == 0 {
-		return nil, nil
+	return kptrender.EvalConfig(e.argList())
+}
+
+// argList is the case's arguments as kpt fn eval gets them after --,
+// KEY=VALUE in key order.
+func (e *evalCase) argList() []string {
+	keys := make([]string, 0, len(e.args))
+	for k := range e.args {
+		keys = append(keys, k)
 	}
-	return kptrender.ConfigMap(e.args)
+	sort.Strings(keys)
+	list := make([]string, 0, len(keys))
+	for _, k := range keys {
+		list = append(list, k+"="+e.args[k])
+	}
+	return list
 }
 
 // shellWords splits a shell command line into words, with single and

@@ -61,7 +61,7 @@ type common struct {
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.gateway, "gateway", "localhost:9445", "Address of the gateway (evaluator.FunctionEvaluator).")
-	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "Deadline of each function call.")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "Deadline of each function call (for render's exec functions kpt's 5 minutes unless given).")
 	fs.IntVar(&c.maxBytes, "max-message-size", 64*1024*1024, "Largest gRPC message sent or received, in bytes (the gateway applies its own limit).")
 }
 
@@ -152,7 +152,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if fnConfig != "" && fs.NArg() > 0 {
 		return usageErr(stderr, "give either --fn-config or key=value pairs, not both")
 	}
-	config, err := functionConfig(userPath(fnConfig), fs.Args())
+	config, err := functionConfig(fnConfig, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -166,6 +166,12 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		wasList = true
 		if config == nil {
 			config = rl.FunctionConfig
+		}
+	}
+	if config == nil {
+		// Nothing given: kpt fn eval's empty function-input ConfigMap.
+		if config, err = kptrender.EvalConfig(nil); err != nil {
+			return err
 		}
 	}
 	reader := &kio.ByteReader{Reader: bytes.NewReader(in), PreserveSeqIndent: true, WrapBareSeqNode: true}
@@ -247,11 +253,11 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return exitError{2}
 	}
-	dir := userPath(".")
+	dir := "."
 	switch fs.NArg() {
 	case 0:
 	case 1:
-		dir = userPath(fs.Arg(0))
+		dir = fs.Arg(0)
 	default:
 		return usageErr(stderr, "render takes one package directory")
 	}
@@ -262,7 +268,6 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rendered = &bytes.Buffer{}
 	default:
 		// As kpt: the directory must not exist yet.
-		*output = userPath(*output)
 		if _, err := os.Lstat(*output); err == nil {
 			return usageErr(stderr, fmt.Sprintf("directory %q already exists, please delete the directory and retry", *output))
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -278,12 +283,18 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
 	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
 	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
-	opts := kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec, ExecTimeout: c.timeout,
+	opts := kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec,
 		// kpt's opt-out of its attribution annotation, honoured as kpt does.
 		NoAttribution: os.Getenv("KRM_DISABLE_ATTRIBUTION") != ""}
 	if rendered != nil {
 		opts.Output = rendered
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "timeout" {
+			// An exec function's bound is kpt's 5 minutes unless given.
+			opts.ExecTimeout = c.timeout
+		}
+	})
 	list, err := kptrender.Render(ctx, dir, ev, opts)
 	if list != nil {
 		for _, item := range list.Items {
@@ -411,7 +422,8 @@ func printResults(w io.Writer, rl, log []byte) {
 	}
 }
 
-// functionConfig reads --fn-config, or makes a ConfigMap of key=value pairs.
+// functionConfig reads --fn-config, or makes kpt fn eval's functionConfig of
+// the arguments after --.
 func functionConfig(file string, pairs []string) (*yaml.RNode, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
@@ -427,29 +439,7 @@ func functionConfig(file string, pairs []string) (*yaml.RNode, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	data := map[string]string{}
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("%q is not key=value", p)
-		}
-		data[k] = v
-	}
-	cm, err := yaml.Parse("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: function-input\n")
-	if err != nil {
-		return nil, err
-	}
-	cm.SetDataMap(data)
-	return cm, nil
-}
-
-// userPath resolves a path given on the command line: under `bazel run` the
-// process runs in the runfiles tree, so relative paths are the caller's.
-func userPath(p string) string {
-	if wd := os.Getenv("BUILD_WORKING_DIRECTORY"); wd != "" && p != "" && !filepath.IsAbs(p) {
-		return filepath.Join(wd, p)
-	}
-	return p
+	return kptrender.EvalConfig(pairs)
 }
 
 func usageErr(w io.Writer, msg string) error {
@@ -458,6 +448,15 @@ func usageErr(w io.Writer, msg string) error {
 }
 
 func main() {
+	// Under `bazel run` the process starts in the runfiles tree: paths on
+	// the command line, and a Kptfile's relative exec paths, are the
+	// caller's, as they are for kpt.
+	if wd := os.Getenv("BUILD_WORKING_DIRECTORY"); wd != "" {
+		if err := os.Chdir(wd); err != nil {
+			fmt.Fprintf(os.Stderr, "fnctl: %v\n", err)
+			os.Exit(1)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

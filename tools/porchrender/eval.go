@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fnresultv1 "github.com/kptdev/kpt/pkg/api/fnresult/v1"
+	"github.com/kptdev/kpt/pkg/lib/runneroptions"
 	"github.com/kptdev/kpt/pkg/printer"
 	"github.com/kptdev/kpt/thirdparty/cmdconfig/commands/cmdeval"
 	porchapi "github.com/nephio-project/porch/api/porch/v1alpha1"
@@ -57,10 +58,15 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(items) > 0 && items[0] == "--" {
 		items = items[1:]
 	}
+	// kpt fn eval --image resolves a catalog function's short name to the
+	// catalog's registry, sends that and names the result by it.
+	resolve := (&runneroptions.RunnerOptions{}).ResolveToImageForCLIFunc(runneroptions.GHCRImagePrefix)
+	name, _ := resolve(ctx, *image)
 	send := *image
 	if to, ok := images[send]; ok {
 		send = to
 	}
+	send, _ = resolve(ctx, send)
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "porchrender: %v\n", err)
@@ -97,7 +103,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd.SilenceUsage = true
 	evalErr := cmd.ExecuteContext(ctx)
 
-	list, err := readResults(filepath.Join(results, "results.yaml"), *image)
+	list, err := readResults(filepath.Join(results, "results.yaml"), name)
 	if err != nil {
 		if evalErr != nil {
 			// kpt refused before running anything (it writes results

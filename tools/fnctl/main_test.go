@@ -67,13 +67,7 @@ func TestEvalAndRender(t *testing.T) {
 			"the gateway logged the failed call under the id fnctl printed")
 	}
 
-	pkg := t.TempDir()
-	for name, content := range map[string]string{
-		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: set-namespace:v0.4.5\n    configMap:\n      namespace: rendered\n",
-		"resources.yaml": resources,
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
-	}
+	pkg := packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: set-namespace:v0.4.5\n    configMap:\n      namespace: rendered\n")
 	_, log, err = fnctl(t, s, "", "render", pkg)
 	require.NoError(t, err, "render\n%s", log)
 	got, _ := os.ReadFile(filepath.Join(pkg, "resources.yaml"))
@@ -83,13 +77,7 @@ func TestEvalAndRender(t *testing.T) {
 
 	// The catalog's old image names, mapped for local mode; kpt's results
 	// file.
-	pkg = t.TempDir()
-	for name, content := range map[string]string{
-		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n    configMap:\n      tier: web\n",
-		"resources.yaml": resources,
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
-	}
+	pkg = packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n    configMap:\n      tier: web\n")
 	results := filepath.Join(t.TempDir(), "results")
 	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2", "--map-image-prefix=gcr.io/kpt-fn/=", "--results-dir="+results, pkg)
 	require.NoError(t, err, "render with a mapped image\n%s", log)
@@ -103,13 +91,7 @@ func TestEvalAndRender(t *testing.T) {
 	// A package naming the catalog's old registry with a version tag, as
 	// published packages do, runs without any mapping: fnrunner's own
 	// FunctionConfigs claim gcr.io/kpt-fn too.
-	pkg = t.TempDir()
-	for name, content := range map[string]string{
-		"Kptfile":        "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-namespace:v0.4\n    configMap:\n      namespace: old-registry\n",
-		"resources.yaml": resources,
-	} {
-		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
-	}
+	pkg = packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-namespace:v0.4\n    configMap:\n      namespace: old-registry\n")
 	_, log, err = fnctl(t, s, "", "render", pkg)
 	require.NoError(t, err, "render of gcr.io/kpt-fn/set-namespace:v0.4\n%s", log)
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
@@ -141,6 +123,16 @@ func TestEvalAndRender(t *testing.T) {
 	after, err := os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after), "-o leaves the package as it was")
+}
+
+// packageWith writes a package of kptfile and the resources above.
+func packageWith(t *testing.T, kptfile string) string {
+	t.Helper()
+	pkg := t.TempDir()
+	for name, content := range map[string]string{"Kptfile": kptfile, "resources.yaml": resources} {
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, name), []byte(content), 0o644))
+	}
+	return pkg
 }
 
 func TestUsage(t *testing.T) {

@@ -131,8 +131,8 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
-// The two clients a case runs through: libs/kptrender (fnctl render and
-// eval), and porch's path (tools/porchrender: kpt's kptops with porch's gRPC
+// The two clients a case runs through: libs/kptrender (fnctl render, and
+// fnctl eval DIR for eval cases), and porch's path (tools/porchrender: kpt's kptops with porch's gRPC
 // function runtime, which porch users take, and for eval cases kpt's own fn
 // eval command with the call carried by porch's client).
 type renderPath int

@@ -137,7 +137,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	fs.StringVar(&image, "image", "", "Function image, e.g. set-namespace:v0.4.5 (required).")
 	fs.StringVar(&fnConfig, "fn-config", "", "File holding the functionConfig. Alternatively give key=value pairs after --, which become a ConfigMap.")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: fnctl eval --image IMAGE [--fn-config FILE | -- key=value ...] < resources\n\nReads resources (a YAML stream or a ResourceList) from stdin, runs the function, writes the\nresult in the same form to stdout and the function's results and log to stderr.\n\nFlags:\n")
+		fmt.Fprint(fs.Output(), "Usage: fnctl eval --image IMAGE [--fn-config FILE | -- key=value ...] < resources\n       fnctl eval --image IMAGE DIR [--fn-config FILE | -- key=value ...]\n\nReads resources (a YAML stream or a ResourceList) from stdin, runs the function, writes the\nresult in the same form to stdout and the function's results and log to stderr. Given a\npackage directory (an existing one, first after the flags), runs the function on the package\nas kpt fn eval DIR does and writes the package back.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -149,12 +149,25 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if image == "" {
 		return usageErr(stderr, "--image is required")
 	}
-	if fnConfig != "" && fs.NArg() > 0 {
+	pairs := fs.Args()
+	dir := ""
+	if len(pairs) > 0 {
+		if fi, err := os.Stat(pairs[0]); err == nil && fi.IsDir() {
+			dir, pairs = pairs[0], pairs[1:]
+			if len(pairs) > 0 && pairs[0] == "--" {
+				pairs = pairs[1:]
+			}
+		}
+	}
+	if fnConfig != "" && len(pairs) > 0 {
 		return usageErr(stderr, "give either --fn-config or key=value pairs, not both")
 	}
-	config, err := functionConfig(fnConfig, fs.Args())
+	config, err := functionConfig(fnConfig, pairs)
 	if err != nil {
 		return err
+	}
+	if dir != "" {
+		return evalPackage(ctx, c, dir, image, config, stderr)
 	}
 
 	in, err := io.ReadAll(stdin)
@@ -213,6 +226,37 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return err
 	}
 	return kio.ByteWriter{Writer: stdout}.Write(out.Items)
+}
+
+// evalPackage runs image on the package at dir as kpt fn eval DIR does
+// (libs/kptrender Eval) and writes the package back when it succeeded.
+func evalPackage(ctx context.Context, c common, dir, image string, config *yaml.RNode, stderr io.Writer) error {
+	if config == nil {
+		var err error
+		if config, err = kptrender.EvalConfig(nil); err != nil {
+			return err
+		}
+	}
+	conn, err := c.dial(stderr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
+	list, err := kptrender.Eval(ctx, dir, ev, image, config, kptrender.Options{})
+	if list != nil {
+		for _, item := range list.Items {
+			printItem(stderr, item, true)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if list.ExitCode != 0 {
+		fmt.Fprintf(stderr, "\nPackage %q not written: the function failed.\n", dir)
+		return exitError{1}
+	}
+	return nil
 }
 
 func render(ctx context.Context, args []string, stdout, stderr io.Writer) error {

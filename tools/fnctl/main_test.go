@@ -97,6 +97,14 @@ func TestEvalAndRender(t *testing.T) {
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	assert.Contains(t, string(got), "namespace: old-registry", "render of the catalog's old registry wrote")
 
+	// eval on a package directory, as kpt fn eval DIR.
+	evalPkg := packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\n")
+	_, log, err = fnctl(t, s, "", "eval", "--image=set-namespace:v0.4.5", evalPkg, "--", "namespace=evaluated")
+	require.NoError(t, err, "eval DIR\n%s", log)
+	got, _ = os.ReadFile(filepath.Join(evalPkg, "resources.yaml"))
+	assert.Contains(t, string(got), "namespace: evaluated", "eval DIR wrote the package")
+	assert.Contains(t, log, "[PASS] \"ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5\"", "eval DIR printed")
+
 	// -o: the rendered resources elsewhere, the package left as it was.
 	before, err := os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	require.NoError(t, err)

@@ -655,6 +655,9 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
 	}
+	// The files read: none through a symbolic link, and the ones that may
+	// be pruned.
+	read := map[string]bool{}
 	for _, it := range items {
 		p, _, err := kioutil.GetFileAnnotations(it)
 		if err != nil {
@@ -663,6 +666,7 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 		if err := noSymlinkBelow(dir, p); err != nil {
 			return nil, fmt.Errorf("reading package %s: %w", dir, err)
 		}
+		read[filepath.Clean(p)] = true
 	}
 	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
 	list.Metadata.Name = "fnresults"
@@ -675,12 +679,6 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	}
 	if err != nil || list.ExitCode != 0 {
 		return list, err
-	}
-	read := map[string]bool{}
-	for _, it := range items {
-		if p, _, err := kioutil.GetFileAnnotations(it); err == nil {
-			read[filepath.Clean(p)] = true
-		}
 	}
 	for _, it := range out {
 		if err := relativeToRoot(it, ""); err != nil {
@@ -767,10 +765,11 @@ func (kf *Kptfile) validatePipeline(dir string) error {
 		fns = append(slices.Clone(kkf.Pipeline.Mutators), kkf.Pipeline.Validators...)
 	}
 	for _, f := range fns {
-		if p := filepath.Clean(f.ConfigPath); strings.TrimSpace(f.ConfigPath) == "" || filepath.IsAbs(p) || strings.Contains(p, "..") {
+		p := filepath.Clean(f.ConfigPath)
+		if strings.TrimSpace(f.ConfigPath) == "" || filepath.IsAbs(p) || strings.Contains(p, "..") {
 			continue // kpt's validation refuses these itself
 		}
-		if err := noSymlinkBelow(dir, filepath.Clean(f.ConfigPath)); err != nil {
+		if err := noSymlinkBelow(dir, p); err != nil {
 			return fmt.Errorf("Kptfile in %s: function %q: configPath: %w", dir, f.Image, err)
 		}
 		// kpt's validation indexes the file's first document unchecked: a
@@ -919,6 +918,23 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		name, _ = resolve(ctx, f.Image)
 	}
 	step := &StepResult{Image: name, ExecPath: f.Exec}
+	// A function run on this machine, not sent: kpt's builtin, or an exec
+	// function (its stderr kept on success; on failure ExecExitError has it).
+	var runLocal func(input []byte) ([]byte, error)
+	switch {
+	case f.Image == builtinPkgContext:
+		runLocal = genPkgContext
+	case f.Exec != "":
+		timeout := opts.ExecTimeout
+		if timeout <= 0 {
+			timeout = defaultExecTimeout
+		}
+		runLocal = func(input []byte) ([]byte, error) {
+			output, stderr, err := runExec(ctx, f.Exec, input, timeout)
+			step.Stderr = string(stderr)
+			return output, err
+		}
+	}
 	var callErr error
 	filter := &runtimeutil.FunctionFilter{
 		FunctionConfig: config,
@@ -932,33 +948,15 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 				return err
 			}
 			start := time.Now()
-			if f.Image == builtinPkgContext {
-				output, err := genPkgContext(input)
+			if runLocal != nil {
+				output, err := runLocal(input)
 				step.Duration = time.Since(start)
 				if err != nil {
 					callErr = err
 					return err
 				}
-				if rl, err := resourcelist.Parse(output); err == nil {
-					step.Results = rl.Results
-				}
-				_, err = out.Write(output)
-				return err
-			}
-			if f.Exec != "" {
-				timeout := opts.ExecTimeout
-				if timeout <= 0 {
-					timeout = defaultExecTimeout
-				}
-				output, stderr, err := runExec(ctx, f.Exec, input, timeout)
-				step.Duration = time.Since(start)
-				if err != nil {
-					callErr = err
-					return err
-				}
-				step.Stderr = string(stderr)
-				if rl, err := resourcelist.Parse(output); err == nil {
-					step.Results = rl.Results
+				if rs, err := resourcelist.Results(output); err == nil {
+					step.Results = rs
 				}
 				_, err = out.Write(output)
 				return err
@@ -998,8 +996,8 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		// The exec function failed: kpt keeps its exit code and stderr,
 		// and the results it printed.
 		step.ExitCode, step.Stderr = exitErr.ExitCode, string(exitErr.Stderr)
-		if rl, err := resourcelist.Parse(exitErr.Stdout); err == nil {
-			step.Results = rl.Results
+		if rs, err := resourcelist.Results(exitErr.Stdout); err == nil {
+			step.Results = rs
 		}
 		return nil, step, nil
 	case callErr != nil && f.Exec != "":
@@ -1010,8 +1008,8 @@ func callFunction(ctx context.Context, ev Evaluator, f Function, pkg string, ite
 		step.ExitCode = 1
 		if d, ok := fnresult.FailureDetails(callErr); ok {
 			step.Stderr = string(d.GetLog())
-			if rl, err := resourcelist.Parse(d.GetResourceList()); err == nil {
-				step.Results = rl.Results
+			if rs, err := resourcelist.Results(d.GetResourceList()); err == nil {
+				step.Results = rs
 			}
 		} else {
 			step.Stderr = status.Convert(callErr).Message()

@@ -166,19 +166,18 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	if dir != "" {
-		return evalPackage(ctx, c, dir, image, config, stderr)
-	}
 
-	in, err := io.ReadAll(stdin)
-	if err != nil {
-		return fmt.Errorf("reading stdin: %w", err)
-	}
+	var in []byte
 	wasList := false
-	if rl, err := resourcelist.Parse(in); err == nil {
-		wasList = true
-		if config == nil {
-			config = rl.FunctionConfig
+	if dir == "" {
+		if in, err = io.ReadAll(stdin); err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+		if rl, err := resourcelist.Parse(in); err == nil {
+			wasList = true
+			if config == nil {
+				config = rl.FunctionConfig
+			}
 		}
 	}
 	if config == nil {
@@ -186,6 +185,9 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		if config, err = kptrender.EvalConfig(nil); err != nil {
 			return err
 		}
+	}
+	if dir != "" {
+		return evalPackage(ctx, c, dir, image, config, stderr)
 	}
 	reader := &kio.ByteReader{Reader: bytes.NewReader(in), PreserveSeqIndent: true, WrapBareSeqNode: true}
 	items, err := reader.Read()
@@ -231,12 +233,6 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // evalPackage runs image on the package at dir as kpt fn eval DIR does
 // (libs/kptrender Eval) and writes the package back when it succeeded.
 func evalPackage(ctx context.Context, c common, dir, image string, config *yaml.RNode, stderr io.Writer) error {
-	if config == nil {
-		var err error
-		if config, err = kptrender.EvalConfig(nil); err != nil {
-			return err
-		}
-	}
 	conn, err := c.dial(stderr)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"github.com/kptdev/kpt/pkg/lib/runneroptions"
 	"github.com/kptdev/kpt/pkg/printer"
 	"github.com/kptdev/kpt/thirdparty/cmdconfig/commands/cmdeval"
-	porchapi "github.com/nephio-project/porch/api/porch/v1alpha1"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -140,14 +138,7 @@ func readResults(path, image string) ([]byte, error) {
 	for i := range list.Items {
 		list.Items[i].Image, list.Items[i].ExecPath = image, ""
 	}
-	var rr porchapi.ResultList
-	if b, err = json.Marshal(list); err == nil {
-		err = json.Unmarshal(b, &rr)
-	}
-	if err == nil {
-		b, err = json.Marshal(rr)
-	}
-	return b, err
+	return porchResultList(list)
 }
 
 // runCall is `porchrender call`, the executable kpt fn eval runs: its stdin

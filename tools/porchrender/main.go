@@ -128,16 +128,7 @@ func render(ctx context.Context, dir, address string, maxSize int, prefix string
 	opts.InitDefaults(prefix)
 	result, renderErr := kptops.NewRenderer(opts).Render(ctx, mem, kptfn.RenderOptions{PkgPath: pkgPath, Runtime: rt})
 	if result != nil {
-		// What porch keeps and shows: kpt's list converted, through JSON,
-		// to porch's API type (pkg/task/render.go convertResultList).
-		var rr porchapi.ResultList
-		b, err := json.Marshal(result)
-		if err == nil {
-			err = json.Unmarshal(b, &rr)
-		}
-		if err == nil {
-			b, err = json.Marshal(rr)
-		}
+		b, err := porchResultList(result)
 		if err != nil {
 			return renderErr != nil, err
 		}
@@ -149,6 +140,21 @@ func render(ctx context.Context, dir, address string, maxSize int, prefix string
 		return true, renderErr
 	}
 	return false, store(mem, pkgPath, dir)
+}
+
+// porchResultList is what porch keeps and shows of kpt's result list:
+// converted, through JSON, to porch's API type (pkg/task/render.go
+// convertResultList), as JSON.
+func porchResultList(kptList any) ([]byte, error) {
+	var rr porchapi.ResultList
+	b, err := json.Marshal(kptList)
+	if err == nil {
+		err = json.Unmarshal(b, &rr)
+	}
+	if err == nil {
+		b, err = json.Marshal(rr)
+	}
+	return b, err
 }
 
 // load copies the files below dir into the in-memory file system at root.

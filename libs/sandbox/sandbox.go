@@ -240,7 +240,11 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 		log.Warn("sandbox off (--sandbox=none): function binaries run as the runner, with its files, network and limits")
 		return &Sandbox{}, nil
 	}
-	report, err := Probe(ctx, f.Helper)
+	helper, err := helperPath(f.Helper)
+	var report []spec.Finding
+	if err == nil {
+		report, err = Probe(ctx, helper)
+	}
 	if err != nil {
 		if f.Mode != "auto" {
 			return nil, fmt.Errorf("%w: base: %w", ErrLayerMissing, err)
@@ -287,7 +291,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: f.Helper, warm: newWarmPool(f.Helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: helper, warm: newWarmPool(helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	s.pre = newPrestartPool(f.PrestartedFunctions, log)
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
@@ -295,6 +299,17 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 		s.limits.Processes = 0
 	}
 	return s, nil
+}
+
+// helperPath is the helper's absolute path: helpers start in "/", and the
+// runner's working directory is no longer looked at after Open. A name
+// without a slash is looked up in PATH, as os/exec does.
+func helperPath(helper string) (string, error) {
+	p, err := exec.LookPath(helper)
+	if err != nil {
+		return "", fmt.Errorf("--sandbox-helper: %w", err)
+	}
+	return filepath.Abs(p)
 }
 
 // uidRange is how many uids from --sandbox-first-uid must exist: more

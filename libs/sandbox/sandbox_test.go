@@ -515,6 +515,27 @@ func TestHelperPathKeepsWhatOSExecDid(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out(res), root+"/fn-"), "working directory %q", out(res))
 }
 
+// tools/local passes the helper as a runfiles path relative to the runner's
+// working directory: the helpers, started in "/", must still find it, and a
+// later change of working directory must not lose it.
+func TestRelativeHelperPath(t *testing.T) {
+	abs := helper(t)
+	dir := filepath.Dir(filepath.Dir(abs))
+	t.Chdir(dir)
+	rel, err := filepath.Rel(dir, abs)
+	require.NoError(t, err)
+	f := sandbox.Flags{Mode: "base", Helper: rel, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t), WarmHelpers: 1}
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	t.Cleanup(sb.Close)
+	t.Chdir(tempRoot(t))
+	for range 3 { // a warm helper's call, then ones that may start their own
+		res, err := run(t, sb, time.Minute, "cat")
+		require.NoError(t, err)
+		assert.Equal(t, "input", out(res))
+	}
+}
+
 func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
 	warm := awaitWarmHelpers(t, 2)

@@ -5,7 +5,8 @@
 //	                   inputs through the go and binary executors and as a bare exec, side by side
 //	bench sandbox      (tools/bazel run //tools/bench:sandbox) set-namespace run by fnexec in each
 //	                   sandbox layer set, with and without warm helpers, beside a bare exec
-//	bench path         (tools/bazel run //tools/bench:path) the binary executor's call hop by hop
+//	bench path         (tools/bazel run //tools/bench:path) the binary executor's call hop by hop,
+//	                   beside the same bare exec behind plain gRPC servers
 package main
 
 import (
@@ -47,9 +48,10 @@ Commands:
   sandbox  set-namespace on a 2 KB input run the way the binary-runner runs it (package fnexec),
            in each sandbox layer set, with warm helpers and without, beside a bare exec
            (tools/bazel run //tools/bench:sandbox)
-  path     the binary executor's 2 KB call hop by hop: bare exec, fnexec, a binary-runner called
-           directly, through the gateway, for --sandbox=none and the always-on layers, beside the
-           go executor; interleaved and paired (tools/bazel run //tools/bench:path)
+  path     the binary executor's 2 KB call hop by hop: bare exec, the same behind one and two
+           plain gRPC servers (the hops' floor), fnexec, a binary-runner called directly, through
+           the gateway, for --sandbox=none and the always-on layers, beside the go executor;
+           interleaved and paired (tools/bazel run //tools/bench:path)
   starlark fnrunner's bounded starlark in the bench's process (as an in-process entry would run
            it) against the same code as a process, as the go executor's starlark entry runs it,
            in each sandbox layer set and as a bare exec; interleaved and paired
@@ -74,6 +76,8 @@ func main() {
 		err = pathCmd(ctx, os.Args[2:], os.Stdout)
 	case "starlark":
 		err = starlarkCmd(ctx, os.Args[2:], os.Stdout)
+	case "floor-exec", "floor-proxy":
+		err = floorCmd(os.Args[1], os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
 	default:
@@ -466,6 +470,29 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 		_, err := fnexec.Run(ctx, []string{flags.setNamespace}, bytes.NewReader(input), fnexec.Options{})
 		return err
 	}}
+	// The floor of the two hops: a bare exec behind plain gRPC servers.
+	execAddr, stopExec, err := startFloor("floor-exec", "-binary", flags.setNamespace)
+	if err != nil {
+		return err
+	}
+	defer stopExec()
+	proxyAddr, stopProxy, err := startFloor("floor-proxy", "-target", execAddr)
+	if err != nil {
+		return err
+	}
+	defer stopProxy()
+	for _, f := range []struct{ name, address string }{
+		{"bare exec behind a plain gRPC server (one hop, no fnrunner code)", execAddr},
+		{"bare exec behind a plain gRPC proxy and server (two hops, no fnrunner code)", proxyAddr},
+	} {
+		conn, err := dial(f.address)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		names = append(names, f.name)
+		calls = append(calls, load.Evaluate(pb.NewFunctionEvaluatorClient(conn), image, input, time.Minute))
+	}
 	// One stack per executor and layer set, each started once and idle but
 	// for its own rows' calls. Each one's services' CPU time is read idle
 	// and around the rounds.

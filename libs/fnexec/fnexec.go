@@ -49,6 +49,9 @@ type Options struct {
 	Env []string
 	// TempDir is where private working directories are made ("" = os.TempDir()).
 	TempDir string
+	// Dirs, when set, makes the private directories instead, ahead of the
+	// calls, and removes the empty ones after them (TempDir is not used).
+	Dirs *Dirs
 	// Dir, when set, is the working directory instead of the private one
 	// (which stays HOME and TMPDIR): the wrapper-server runs the function in
 	// its container's working directory, as porch's does.
@@ -85,6 +88,8 @@ type Call struct {
 	Env []string
 	// TempDir is where the private directory is made (Options.TempDir).
 	TempDir string
+	// Dirs, when set, gives the private directory (Options.Dirs).
+	Dirs *Dirs
 }
 
 // ErrPrivateDir is wrapped by Prepare's errors.
@@ -100,16 +105,32 @@ type Private struct {
 	WorkDir string
 	// Env is the function's whole environment.
 	Env []string
+	// dirs made Dir, and removes it.
+	dirs *Dirs
 }
 
-// Prepare makes c's private directory below c.TempDir; the caller removes
-// it (os.RemoveAll(p.Dir)) when the call has ended.
+// Prepare makes c's private directory below c.TempDir, or takes one c.Dirs
+// made; the caller removes it (Remove) when the call has ended.
 func (c Call) Prepare() (Private, error) {
-	dir, err := os.MkdirTemp(c.TempDir, "fn-")
-	if err != nil {
-		return Private{}, fmt.Errorf("%w: %w", ErrPrivateDir, err)
+	p := Private{WorkDir: c.Dir, dirs: c.Dirs}
+	dir := ""
+	if c.Dirs != nil {
+		if d, ok := c.Dirs.take(); ok {
+			if _, err := os.Lstat(d); err == nil { // not swept away by someone else
+				dir = d
+			}
+		}
 	}
-	p := Private{Dir: dir, WorkDir: c.Dir}
+	var err error
+	if dir == "" {
+		root := c.TempDir
+		if c.Dirs != nil {
+			root = c.Dirs.root
+		}
+		if dir, err = os.MkdirTemp(root, "fn-"); err != nil {
+			return Private{}, fmt.Errorf("%w: %w", ErrPrivateDir, err)
+		}
+	}
 	// A sandbox's helper does not start in the runner's directory.
 	if p.Dir, err = filepath.Abs(dir); err == nil && c.Dir != "" {
 		p.WorkDir, err = filepath.Abs(c.Dir)
@@ -123,6 +144,16 @@ func (c Call) Prepare() (Private, error) {
 	}
 	p.Env = dedupEnv(append([]string{"PATH=" + defaultPath, "HOME=" + p.Dir, "TMPDIR=" + p.Dir}, c.Env...))
 	return p, nil
+}
+
+// Remove removes the private directory, once its call has ended: at once,
+// or after the call when c.Dirs made it and the function left it empty.
+func (p Private) Remove() {
+	if p.dirs == nil {
+		_ = os.RemoveAll(p.Dir)
+		return
+	}
+	p.dirs.remove(p.Dir)
 }
 
 // Started is a wrapper's process running one call. Run owns and closes
@@ -201,7 +232,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
-	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir}
+	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir, Dirs: opts.Dirs}
 	var state syscall.WaitStatus
 	var killedBy syscall.Signal
 	var err error
@@ -212,7 +243,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 		if p, err = call.Prepare(); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(p.Dir)
+		defer p.Remove()
 		state, err = runBare(runCtx, argv, p.WorkDir, p.Env, stdin, stdout, stderr)
 	}
 	if errors.Is(err, ErrPrivateDir) {

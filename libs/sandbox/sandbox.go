@@ -489,19 +489,19 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	}
 	sp, release, err := s.spec(c.Argv, p.Dir)
 	if err != nil {
-		os.RemoveAll(p.Dir)
+		p.Remove()
 		return nil, err
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
 	st, h, err := s.warm.run(ctx, sp.Encode(), reuse)
 	if err != nil {
 		release()
-		os.RemoveAll(p.Dir)
+		p.Remove()
 		return nil, err
 	}
 	st.Release = func(bool) {
 		release()
-		os.RemoveAll(p.Dir)
+		p.Remove()
 		if reuse {
 			s.warm.put(h)
 		} // else it served this call alone, and whoever waited for it reaped it

@@ -120,6 +120,41 @@ func TestOrdinaryCallRunsInEveryLayerSet(t *testing.T) {
 	}
 }
 
+// Private directories made ahead by fnexec.Dirs, in every layer set: each
+// call gets an empty one it may write to; what it wrote is gone when its
+// call returns (the directory too, or, with userns, the tmpfs it wrote
+// into), the empty directories once Dirs is closed.
+func TestPrivateDirectoriesMadeAhead(t *testing.T) {
+	for _, mode := range []string{"base", "base,landlock,uid", "base,userns", "base,landlock,uid,userns,cgroup"} {
+		t.Run(mode, func(t *testing.T) {
+			sb := open(t, mode, spec.Limits{})
+			root := tempRoot(t)
+			dirs, err := fnexec.NewDirs(root)
+			require.NoError(t, err)
+			defer dirs.Close()
+			for i := range 6 {
+				script := `ls -A "$HOME"; cat >/dev/null; echo "$HOME"`
+				if i%2 == 0 {
+					script += `; echo x > "$HOME/left"`
+				}
+				res, err := fnexec.Run(context.Background(), []string{"/bin/bash", "-c", script}, strings.NewReader("input\n"), fnexec.Options{Sandbox: sb, Dirs: dirs})
+				require.NoError(t, err, "log: %s", res.Log)
+				home := out(res)
+				require.Equal(t, root, filepath.Dir(home), "an empty private directory below the root: %q", home)
+				if left, err := os.ReadDir(home); err == nil {
+					assert.Empty(t, left, "what the call wrote in %s is still there", home)
+				} else {
+					assert.ErrorIs(t, err, os.ErrNotExist)
+				}
+			}
+			dirs.Close()
+			left, err := os.ReadDir(root)
+			require.NoError(t, err)
+			assert.Empty(t, left)
+		})
+	}
+}
+
 // The hostile cases, each under each layer set: whether the attack is
 // stopped there. "none" documents what holds without a sandbox at all.
 func TestHostileCasesByLayer(t *testing.T) {

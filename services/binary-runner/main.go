@@ -110,6 +110,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		// admission lets calls use, rather than letting it double.
 		debug.SetMemoryLimit(o.admission.MaxInFlightBytes + memoryHeadroom)
 	}
+	dirs, err := fnexec.NewDirs(o.tempDir)
+	if err != nil {
+		return grpcserving.FlagError(fmt.Errorf("--temp-dir: %w", err))
+	}
+	defer dirs.Close()
 	sb, err := o.sandbox.Open(ctx, log)
 	if err != nil {
 		return err
@@ -138,6 +143,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxOutputBytes: o.maxRequestBodySize,
 		MaxLogBytes:    o.maxLogBytes,
 		TempDir:        o.tempDir,
+		Dirs:           dirs,
 	}
 	scriptExec := exec
 	if sb.Enabled() {

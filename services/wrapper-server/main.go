@@ -157,6 +157,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		log.Info("calls' private directories are made beside the wrapper-server: the container has no usable temp dir", "temp_dir", tempDir, "system_temp_dir", os.TempDir())
 	}
 	o.sandbox.TempDir = tempDir
+	dirs, err := fnexec.NewDirs(tempDir)
+	if err != nil {
+		return err
+	}
+	defer dirs.Close()
 	sb, err := o.sandbox.Open(ctx, log)
 	if err != nil {
 		return err
@@ -186,7 +191,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	exec := fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes, Env: containerEnv(), Dir: workdir, TempDir: tempDir}
+	exec := fnexec.Options{MaxOutputBytes: o.maxRequestBodySize, MaxLogBytes: o.maxLogBytes, Env: containerEnv(), Dir: workdir, TempDir: tempDir, Dirs: dirs}
 	if sb.Enabled() {
 		exec.Sandbox = sb
 	}

@@ -297,6 +297,12 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tempDir)
+	// As the binary-runner makes them: ahead of the calls.
+	dirs, err := fnexec.NewDirs(tempDir)
+	if err != nil {
+		return err
+	}
+	defer dirs.Close()
 	type row struct {
 		name  string
 		stats load.Stats
@@ -307,7 +313,7 @@ func sandboxCmd(ctx context.Context, args []string, out io.Writer) error {
 		return sb, fmt.Sprintf("fnexec, --sandbox=%s --sandbox-warm-helpers=%d --sandbox-prestarted-functions=%d", mode, warm, pre), err
 	}
 	via := func(sb *sandbox.Sandbox) load.Call {
-		opts := fnexec.Options{TempDir: tempDir}
+		opts := fnexec.Options{TempDir: tempDir, Dirs: dirs}
 		if sb.Enabled() {
 			opts.Sandbox = sb
 		}
@@ -465,9 +471,15 @@ func pathCmd(ctx context.Context, args []string, out io.Writer) error {
 	input := load.SetNamespaceInput(*size)
 	const image = "set-namespace:v0.4.5"
 
+	// fnexec as the binary-runner calls it: private directories made ahead.
+	dirs, err := fnexec.NewDirs("")
+	if err != nil {
+		return err
+	}
+	defer dirs.Close()
 	names := []string{"bare exec (os/exec)", "fnexec --sandbox=none, in the bench's process"}
 	calls := []load.Call{bareExec(input, flags.setNamespace), func(ctx context.Context) error {
-		_, err := fnexec.Run(ctx, []string{flags.setNamespace}, bytes.NewReader(input), fnexec.Options{})
+		_, err := fnexec.Run(ctx, []string{flags.setNamespace}, bytes.NewReader(input), fnexec.Options{Dirs: dirs})
 		return err
 	}}
 	// The floor of the two hops: a bare exec behind plain gRPC servers.

@@ -44,6 +44,11 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tempDir)
+	dirs, err := fnexec.NewDirs(tempDir)
+	if err != nil {
+		return err
+	}
+	defer dirs.Close()
 	b := bounds.Bounds{MaxSteps: bounds.DefaultMaxSteps, MaxDepth: bounds.DefaultMaxDepth}
 	argv := append([]string{*function}, b.Args()...)
 
@@ -78,7 +83,7 @@ func starlarkCmd(ctx context.Context, args []string, out io.Writer) error {
 			bareExec(input, argv[0], argv[1:]...),
 		}
 		for _, sb := range sandboxes {
-			opts := fnexec.Options{TempDir: tempDir}
+			opts := fnexec.Options{TempDir: tempDir, Dirs: dirs}
 			if sb.Enabled() {
 				opts.Sandbox = sb
 			}

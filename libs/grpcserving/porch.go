@@ -15,6 +15,8 @@ type porchFlag struct {
 	name, owner string
 	boolean     bool
 	deprecated  bool
+	// unsupported: no fnrunner service acts on it; owner says why.
+	unsupported bool
 }
 
 // porchFlags are porch's function-runner flags (the runner porch-server
@@ -38,6 +40,7 @@ func porchFlags() []porchFlag {
 		{name: "tls-secret-path", owner: "pod-manager"},
 		{name: "max-waitlist-length", owner: "pod-manager"},
 		{name: "max-parallel-pods-per-function", owner: "pod-manager"},
+		{name: "function-pod-template", owner: "function pods are made from ServiceTemplates (config.porch.kpt.dev/v1alpha1), not from a ConfigMap: the ConfigMap it names is not read; put its pod spec in a ServiceTemplate", unsupported: true},
 		{name: "max-request-body-size", owner: "every service"},
 		{name: "config", owner: "no service (porch deprecated it; FunctionConfigs replace it)", deprecated: true},
 		{name: "pod-cache-config", owner: "no service (porch deprecated it; FunctionConfigs replace it)", deprecated: true},
@@ -76,8 +79,11 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 			continue
 		}
 		usage := "Porch's function-runner flag, accepted and ignored here: the " + p.owner + " acts on it."
-		if p.deprecated {
+		switch {
+		case p.deprecated:
 			usage = "Porch's deprecated function-runner flag, accepted and ignored: " + p.owner + " acts on it."
+		case p.unsupported:
+			usage = "Porch's function-runner flag, accepted and ignored by every service: " + p.owner + "."
 		}
 		fs.Var(&ignoredFlag{porch: p, into: f}, p.name, usage)
 	}
@@ -92,6 +98,10 @@ func (f *Flags) LogIgnoredPorchFlags(log *slog.Logger) {
 	for _, p := range f.ignored {
 		if p.deprecated {
 			log.Warn("deprecated porch flag accepted and ignored", "flag", "--"+p.name, "why", p.owner)
+			continue
+		}
+		if p.unsupported {
+			log.Warn("porch flag accepted and ignored: no fnrunner service acts on it", "flag", "--"+p.name, "why", p.owner)
 			continue
 		}
 		owners["--"+p.name] = p.owner

@@ -77,8 +77,9 @@ func TestPorchRunnerCommandLine(t *testing.T) {
 			require.NoError(t, err)
 			defer f.Close()
 			// Porch's deprecated flags too, as an older Deployment
-			// of porch's gives them.
-			args := append(append([]string(nil), argv...), "--config=/etc/porch/config.yaml", "--pod-cache-config=/etc/porch/pod-cache-config.yaml", "--metrics-address=")
+			// of porch's gives them, and its --function-pod-template
+			// (a ConfigMap; fnrunner's pods come from ServiceTemplates).
+			args := append(append([]string(nil), argv...), "--config=/etc/porch/config.yaml", "--pod-cache-config=/etc/porch/pod-cache-config.yaml", "--function-pod-template=porch-fn-template", "--metrics-address=")
 			cmd := exec.Command(harness.Binary(t, tc.service), append(args, tc.ours...)...)
 			cmd.Env, cmd.Stdout, cmd.Stderr = env, f, f
 			require.NoError(t, cmd.Start())
@@ -116,6 +117,7 @@ func TestPorchRunnerCommandLine(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(log(), "porch function-runner flags accepted and ignored"), "\n%s", log())
 			assert.Contains(t, log(), fmt.Sprintf("%q:%q", tc.ignored, tc.owner), "the ignored flag and the service that acts on it")
 			assert.Equal(t, 2, strings.Count(log(), "deprecated porch flag accepted and ignored"), "--config and --pod-cache-config, each with a warning:\n%s", log())
+			assert.Equal(t, 1, strings.Count(log(), "porch flag accepted and ignored: no fnrunner service acts on it"), "--function-pod-template, with a warning:\n%s", log())
 			assert.NotContains(t, log(), "flag provided but not defined")
 		})
 	}

@@ -494,3 +494,21 @@ func TestMemoryLimitsCoverAdmission(t *testing.T) {
 		}
 	}
 }
+
+// The switching runbook lists fnrunner's pods by label: every workload's
+// pods carry app.kubernetes.io/part-of=fnrunner, its selector does not
+// (a selector cannot change on an installed Deployment).
+func TestPodsCarryPartOf(t *testing.T) {
+	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch"} {
+		for _, o := range render(t, overlay) {
+			if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+				continue
+			}
+			what := fmt.Sprintf("%s: %s %s", overlay, o.GetKind(), o.GetName())
+			assert.Equal(t, "fnrunner", workloadPods(t, o).Labels["app.kubernetes.io/part-of"], what)
+			selector, _, err := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			require.NoError(t, err, what)
+			assert.NotContains(t, selector, "app.kubernetes.io/part-of", what)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.listenHost, "listen-host", "", "Address to listen on (default: all interfaces).")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on the function's output.")
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
-	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.NumCPU(), "Function runs at once.")
+	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.GOMAXPROCS(0), "Function runs at once. Default: the CPUs this container may use (its CPU limit, as Go's GOMAXPROCS reads it), not the node's.")
 	fs.IntVar(&o.maxQueue, "max-queue", 16, "Calls that may wait for a run; more are refused with ResourceExhausted.")
 	fs.StringVar(&o.functionImage, "function-image", "", "The image this pod was started for (the pod-manager sets it): the function label of its calls' metrics; calls of other images are counted as other.")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "Where each call gets its private working directory (HOME, TMPDIR). Default: the system temp dir ($TMPDIR, else /tmp), or, in a container where it is missing or not writable (an image built from scratch, under a template that mounts no /tmp), a tmp directory beside this executable: the volume the init container copied it to.")

@@ -108,7 +108,7 @@ func New(log *slog.Logger, cfg Config) *Server {
 // drain timeout from the common flags, and cfg's other settings, then opens
 // the listener on host:port ("" host: every interface). TLS flag errors are
 // FlagErrors.
-func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg Config) (net.Listener, *Server, error) {
+func (f *Flags) Open(log *slog.Logger, port int, tls *TLSFlags, cfg Config) (net.Listener, *Server, error) {
 	if tls != nil {
 		opts, err := tls.ServerOptions()
 		if err != nil {
@@ -119,7 +119,7 @@ func (f *Flags) Open(log *slog.Logger, host string, port int, tls *TLSFlags, cfg
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
 	cfg.MaxCallDuration, cfg.MaxConcurrentStreams = f.MaxCallDuration, uint32(min(f.MaxConcurrentStreams, 1<<31))
 	cfg.MaxConnectionAge = f.MaxConnectionAge
-	lis, err := listen(host, port)
+	lis, err := listen(f.ListenHost, port)
 	if err != nil {
 		return nil, nil, err
 	}

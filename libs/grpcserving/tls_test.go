@@ -38,11 +38,11 @@ func TestMutualTLS(t *testing.T) {
 	good := testcerts.Generate(t, dir, "fnrunner")
 	other := testcerts.Generate(t, dir, "stranger")
 	server := grpcserving.TLSFlags{Cert: good.Cert, Key: good.Key, CA: good.CA}
-	common := grpcserving.Flags{DrainTimeout: time.Second}
+	common := grpcserving.Flags{ListenHost: "127.0.0.1", DrainTimeout: time.Second}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, _, err := common.Open(log, "127.0.0.1", 0, &grpcserving.TLSFlags{Cert: good.Cert}, grpcserving.Config{Name: "t"})
+	_, _, err := common.Open(log, 0, &grpcserving.TLSFlags{Cert: good.Cert}, grpcserving.Config{Name: "t"})
 	require.Error(t, err, "Open with a partial TLS configuration succeeded")
-	lis, srv, err := common.Open(log, "127.0.0.1", 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
+	lis, srv, err := common.Open(log, 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -93,8 +93,8 @@ func TestTLSFilesReloaded(t *testing.T) {
 	}
 	first := testcerts.Generate(t, t.TempDir(), "fnrunner")
 	server, client := install(serverDir, first), install(clientDir, first)
-	common := grpcserving.Flags{DrainTimeout: time.Second}
-	lis, srv, err := common.Open(slog.New(slog.NewTextHandler(io.Discard, nil)), "127.0.0.1", 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
+	common := grpcserving.Flags{ListenHost: "127.0.0.1", DrainTimeout: time.Second}
+	lis, srv, err := common.Open(slog.New(slog.NewTextHandler(io.Discard, nil)), 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

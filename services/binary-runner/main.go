@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeCfg()
 
-	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, o.port, &o.tls, grpcserving.Config{
 		Telemetry:      tel,
 		Name:           "binary-runner",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},

@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		})
 	}
 
-	lis, srv, err := o.common.Open(log, "", o.port, &o.tls, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, o.port, &o.tls, grpcserving.Config{
 		Telemetry:      tel,
 		Name:           "config-reconciler",
 		MaxMessageSize: o.maxMessageSize,

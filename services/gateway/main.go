@@ -174,7 +174,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	ev := server.NewEvaluator(log, cfg, routes...)
 
-	lis, srv, err := o.common.Open(log, "", o.port, nil, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, o.port, nil, grpcserving.Config{
 		Telemetry:      tel,
 		Name:           "gateway",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},

@@ -41,7 +41,6 @@ import (
 type options struct {
 	common             grpcserving.Flags
 	port               int
-	listenHost         string
 	maxRequestBodySize int
 	maxLogBytes        int
 	maxConcurrent      int
@@ -61,7 +60,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	grpcserving.Usage(fs, "Runs in a function pod: serves evaluator.FunctionEvaluator on --port and runs the function\nentrypoint given after -- once per call.\n\n  wrapper-server [flags] -- ENTRYPOINT [ARGS...]")
 	o.common.Register(fs, "")
 	fs.IntVar(&o.port, "port", 9446, "TCP port of evaluator.FunctionEvaluator and gRPC health.")
-	fs.StringVar(&o.listenHost, "listen-host", "", "Address to listen on (default: all interfaces).")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; also the cap on the function's output.")
 	fs.IntVar(&o.maxLogBytes, "max-log-bytes", fnexec.DefaultMaxLogBytes, "Most bytes of the function's stderr kept and returned as its log.")
 	fs.IntVar(&o.maxConcurrent, "max-concurrent", runtime.GOMAXPROCS(0), "Function runs at once. Default: the CPUs this container may use (its CPU limit, as Go's GOMAXPROCS reads it), not the node's.")
@@ -167,7 +165,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return err
 	}
 	defer sb.Close()
-	lis, srv, err := o.common.Open(log, o.listenHost, o.port, nil, grpcserving.Config{
+	lis, srv, err := o.common.Open(log, o.port, nil, grpcserving.Config{
 		Telemetry:      tel,
 		Name:           "wrapper-server",
 		ServerOptions:  []grpc.ServerOption{evalwire.ServerCodec()},

@@ -61,6 +61,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := grpcserving.Parse(fs, args); err != nil {
 		return grpcserving.FlagError(err)
 	}
+	// A relative --config-dir is the caller's, not the runfiles
+	// directory bazel run starts this in.
+	if wd := os.Getenv("BUILD_WORKING_DIRECTORY"); wd != "" && !filepath.IsAbs(configDir) {
+		configDir = filepath.Join(wd, configDir)
+	}
 	for _, p := range []*string{&bins.Gateway, &bins.BinaryRunner, &bins.ConfigReconciler} {
 		if *p == "" {
 			return grpcserving.FlagError(errors.New("service binaries not given: run this with tools/bazel run //tools/local"))

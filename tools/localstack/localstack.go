@@ -255,9 +255,10 @@ func (s *Stack) sandboxFlags() []string {
 	return []string{"--sandbox-helper=" + s.cfg.Binaries.Fnsandbox}
 }
 
-// common adds the flags every service gets to flags.
+// common adds the flags every service gets to flags: each listens on
+// loopback alone (FreeAddress's host), where the stack dials it.
 func (s *Stack) common(flags ...string) []string {
-	return append(flags, "--metrics-address=", "--log-level="+s.cfg.LogLevel)
+	return append(flags, "--listen-host=127.0.0.1", "--metrics-address=", "--log-level="+s.cfg.LogLevel)
 }
 
 // StartPodManager starts a pod-manager named name (e.g. "pod-manager-1",
@@ -300,9 +301,8 @@ func (s *Stack) StartWrapperServer(name string, entrypoint []string, args ...str
 	if err != nil {
 		return "", err
 	}
-	host, _, _ := net.SplitHostPort(address)
 	return address, s.start(name, s.cfg.Binaries.WrapperServer, address,
-		s.common(append(s.sandboxFlags(), "--listen-host="+host, "--port="+portOf(address))...), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
+		s.common(append(s.sandboxFlags(), "--port="+portOf(address))...), append(append([]string(nil), args...), append([]string{"--"}, entrypoint...)...))
 }
 
 // StartGateway starts another gateway named name on a free port, reading

@@ -8,6 +8,28 @@ import (
 	"github.com/Masterminds/semver/v3"
 )
 
+// Bounds of a request's image and tag fields, well over any image
+// reference (a registry host, a repository of at most 255 bytes, a tag of
+// at most 128) and any tag constraint one writes. They are checked before
+// anything parses the fields: a semver constraint's parse (its range
+// rewriting) takes time quadratic in its length.
+const (
+	MaxImageLen    = 1024
+	MaxTagFieldLen = 256
+)
+
+// CheckFields refuses an image or a tag field over those bounds, wrapping
+// ErrInvalidImage; the error gives the length, not the field.
+func CheckFields(image, tag string) error {
+	if len(image) > MaxImageLen {
+		return fmt.Errorf("%w: the image field is %d bytes, longer than any image reference (at most %d)", ErrInvalidImage, len(image), MaxImageLen)
+	}
+	if len(tag) > MaxTagFieldLen {
+		return fmt.Errorf("%w: the tag field is %d bytes, longer than any tag or tag constraint (at most %d)", ErrInvalidImage, len(tag), MaxTagFieldLen)
+	}
+	return nil
+}
+
 // ErrNoTag is a tag constraint that no tag satisfies.
 var ErrNoTag = errors.New("no tag satisfies the constraint")
 
@@ -21,6 +43,9 @@ func HasTag(image string) bool {
 // that satisfies the constraint. It fails with ErrInvalidImage for a field
 // that is neither, and with ErrNoTag when no tag satisfies it.
 func BestTag(field string, tags []string) (string, error) {
+	if err := CheckFields("", field); err != nil {
+		return "", err
+	}
 	if !IsConstraint(field) {
 		return field, nil
 	}

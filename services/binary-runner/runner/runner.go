@@ -142,6 +142,9 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		// The call is the chosen executor's, whatever its answer.
 		setExecutor(ctx, kinds[0])
 	}
+	if err := imagematch.CheckFields(req.Image, req.Tag); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	tables := r.tables.Await(ctx, tableWait)
 	if tables == nil {
 		return nil, sendonce.NotSent("binary-runner has no executor table yet (is the config-reconciler reachable?); the function was not run")

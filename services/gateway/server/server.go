@@ -103,6 +103,9 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 	// Answers are in buffers of their own: the request's go back to the
 	// pool once every executor asked is done with it.
 	defer req.Free()
+	if err := imagematch.CheckFields(req.Image, req.Tag); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	tables := e.tables.Tables()
 	if tables == nil {
 		return nil, sendonce.NotSent("the gateway has no executor table yet (is the config-reconciler reachable?); the function was not run")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,31 @@ func TestTagFromNewerPorch(t *testing.T) {
 			assert.Equal(t, tc.want, string(resp.Log))
 		})
 	}
+}
+
+// Fields no image or tag is near, as an attacker on :9445 sends them: a
+// tag of semver ranges (its parse is quadratic) and a huge image name. Both
+// are refused at once, with a message that does not repeat them.
+func TestHostileImageAndTagFields(t *testing.T) {
+	tables := executortable.Build(&configpb.Snapshot{Functions: []*configpb.FunctionConfig{{
+		Namespace: "ns", Name: "set-namespace", Image: "set-namespace",
+		Go: &configpb.GoExecutor{Tags: []string{"v0.4.5"}},
+	}}})
+	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tables},
+		Route{Kind: executortable.Go, Client: imageSeen{}}, Route{Kind: executortable.Pod, Client: imageSeen{}, Unclaimed: true})
+	for _, tc := range []struct{ name, image, tag string }{
+		{"a tag field of a million ranges", "set-namespace", strings.Repeat("1 - 1 ", 1<<20)},
+		{"a tag field just over the bound", "set-namespace", strings.Repeat("1", imagematch.MaxTagFieldLen+1)},
+		{"an image of 6 MiB", strings.Repeat("a", 6<<20), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: tc.image, Tag: tc.tag, ResourceList: evalwire.Bytes([]byte(resourceList))})
+			require.Equal(t, codes.InvalidArgument, status.Code(err), "%.200v", err)
+			assert.Less(t, len(err.Error()), 300, "the message repeats the field: %.200v", err)
+		})
+	}
+	// At the bound, a constraint still resolves.
+	resp, err := ev.EvaluateFunction(context.Background(), &evalwire.Request{Image: "set-namespace", Tag: ">= 0.4.0" + strings.Repeat(" ", imagematch.MaxTagFieldLen-len(">= 0.4.0")), ResourceList: evalwire.Bytes([]byte(resourceList))})
+	require.NoError(t, err)
+	assert.Equal(t, "set-namespace:v0.4.5 v0.4.5 tag=", string(resp.Log))
 }

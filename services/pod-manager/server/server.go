@@ -118,6 +118,9 @@ func (s *Server) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 }
 
 func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
+	if err := imagematch.CheckFields(req.Image, req.Tag); err != nil {
+		return nil, err
+	}
 	if req.Tag != "" && !imagematch.HasTag(req.Image) {
 		image, err := s.withRegistryTag(ctx, req.Image, req.Tag)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
@@ -17,6 +18,12 @@ import (
 
 // maxMessageLog bounds how much stderr goes into a status message.
 const maxMessageLog = 4096
+
+// maxMessage bounds a whole status message made with a function's text (a
+// long error result's message, say): gRPC sends it percent-encoded in a
+// header (up to three times as long) beside the details, which carry the
+// whole output and log, under the client's limit on a header list.
+const maxMessage = 8192
 
 // maxExplained bounds the ResourceLists that are read in full (a YAML tree,
 // about ten times their size) to explain a failed run: larger ones are only
@@ -139,6 +146,7 @@ func FailureDetails(err error) (*pb.EvaluateFunctionResponse, bool) {
 // withDetails carries the function's log, and its output when that is a
 // ResourceList (readOutput), in st's details.
 func withDetails(st *status.Status, log, output []byte) error {
+	st = status.New(st.Code(), message(st.Message()))
 	d := &pb.EvaluateFunctionResponse{Log: log, ResourceList: output}
 	if wd, err := st.WithDetails(d); err == nil {
 		return wd.Err()
@@ -152,7 +160,27 @@ func logTail(log []byte) string {
 		return ""
 	}
 	if len(s) > maxMessageLog {
-		s = "…" + s[len(s)-maxMessageLog:]
+		cut := len(s) - maxMessageLog
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++ // not inside a character
+		}
+		s = "…" + s[cut:]
 	}
 	return ": " + s
+}
+
+// message is a status message made with a function's text as gRPC can send
+// it with its details: UTF-8 (google.rpc.Status's message is a string; one
+// that is not fails to marshal, and grpc-go then sends the status without
+// its details), at most maxMessage bytes, cut at a character.
+func message(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

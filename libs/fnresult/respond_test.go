@@ -7,12 +7,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 )
@@ -149,4 +151,32 @@ func TestExitErrorMessage(t *testing.T) {
 	res := &Result{ExitCode: 2}
 	assert.Equal(t, "function exited with code 2", (&ExitError{Result: res}).Error())
 	assert.Equal(t, "function killed by signal killed", (&ExitError{Result: res, Signal: syscall.SIGKILL}).Error())
+}
+
+// What a function writes goes into the status message: as gRPC sends a
+// status (google.rpc.Status, whose message must be UTF-8, marshalled with
+// the details), it must survive, cut at a character and bounded.
+func TestMessageFromFunctionTextSurvivesTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		out, log string
+	}{
+		{"a long log of two-byte characters", "", strings.Repeat("é", maxMessageLog)},
+		{"a log that is not UTF-8", "", "latin-1 \xe9t\xe9\n"},
+		{"an error result of a megabyte", rl + "results:\n- message: " + strings.Repeat("m", 1<<20) + "\n  severity: error\n", "failed\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, ferr := exited(tc.out, tc.log, 1)
+			_, err := Respond("fn", input(), res, ferr)
+			st := status.Convert(err)
+			assert.Equal(t, codes.Internal, st.Code())
+			assert.True(t, utf8.ValidString(st.Message()), "message not UTF-8: %q", st.Message())
+			assert.LessOrEqual(t, len(st.Message()), maxMessage+len("…"))
+			_, merr := proto.Marshal(st.Proto())
+			require.NoError(t, merr, "the status would go without its details")
+			d, ok := FailureDetails(err)
+			require.True(t, ok)
+			assert.Equal(t, tc.log, string(d.GetLog()), "the details keep the log as it was")
+		})
+	}
 }

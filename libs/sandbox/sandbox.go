@@ -245,6 +245,14 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	if err == nil {
 		report, err = Probe(ctx, helper)
 	}
+	// The helper applies Landlock in the call's working directory: a
+	// relative path would be the private directory's, and a missing one
+	// is dropped.
+	readOnly, aerr := absPaths(f.ReadOnly)
+	readWrite, werr := absPaths(f.ReadWrite)
+	if err := errors.Join(aerr, werr); err != nil {
+		return nil, fmt.Errorf("--sandbox-read-only-paths, --sandbox-read-write-paths: %w", err)
+	}
 	if err != nil {
 		if f.Mode != "auto" {
 			return nil, fmt.Errorf("%w: base: %w", ErrLayerMissing, err)
@@ -291,7 +299,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: helper, warm: newWarmPool(helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: f.ReadOnly, readWrite: f.ReadWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: helper, warm: newWarmPool(helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: readOnly, readWrite: readWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	s.pre = newPrestartPool(f.PrestartedFunctions, log)
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}
@@ -299,6 +307,19 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 		s.limits.Processes = 0
 	}
 	return s, nil
+}
+
+// absPaths are paths made absolute (the runner's working directory).
+func absPaths(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, abs)
+	}
+	return out, nil
 }
 
 // helperPath is the helper's absolute path: helpers start in "/", and the

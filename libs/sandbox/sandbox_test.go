@@ -571,6 +571,26 @@ func TestRelativeHelperPath(t *testing.T) {
 	}
 }
 
+// Relative --sandbox-read-only-paths and --sandbox-read-write-paths are
+// the runner's working directory's, not the call's private directory's.
+func TestRelativeLandlockPaths(t *testing.T) {
+	root := tempRoot(t)
+	for _, d := range []string{"ro", "rw"} {
+		require.NoError(t, os.Mkdir(filepath.Join(root, d), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, d, "f"), []byte(d+"\n"), 0o644))
+	}
+	t.Chdir(root)
+	f := sandbox.Flags{Mode: "base,landlock", Helper: helper(t), ReadOnly: append(slices.Clone(sandbox.SystemReadOnly), "ro"), ReadWrite: []string{"./rw"}, TempDir: tempRoot(t)}
+	sb, err := f.Open(context.Background(), discard())
+	require.NoError(t, err)
+	t.Cleanup(sb.Close)
+	res, err := run(t, sb, time.Minute, fmt.Sprintf("cat %[1]s/ro/f %[1]s/rw/f && echo w > %[1]s/rw/g && echo denied > %[1]s/ro/g || true", root))
+	require.NoError(t, err, "log: %s", res.Log)
+	assert.Equal(t, "ro\nrw", out(res))
+	assert.FileExists(t, filepath.Join(root, "rw", "g"))
+	assert.NoFileExists(t, filepath.Join(root, "ro", "g"))
+}
+
 func TestWarmHelperGoneBeforeItsCall(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
 	warm := awaitWarmHelpers(t, 2)

@@ -3,6 +3,7 @@ package fnexec
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -105,7 +106,7 @@ func (d *Dirs) take() (string, bool) {
 // into it, after the call when it is empty.
 func (d *Dirs) remove(dir string) {
 	if !isEmptyDir(dir) {
-		_ = os.RemoveAll(dir)
+		removeTree(dir)
 		return
 	}
 	d.mu.Lock()
@@ -149,8 +150,25 @@ func (d *Dirs) Close() {
 // meanwhile, all of it.
 func removeEmpty(dir string) {
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		_ = os.RemoveAll(dir)
+		removeTree(dir)
 	}
+}
+
+// removeTree removes dir and all below it, even where the function took
+// its own permissions away (chmod 0 on a directory it made, or on its
+// private directory): those are given back first, as the runner may when
+// the function ran as its uid.
+func removeTree(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700) // before WalkDir reads it
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
 }
 
 // isEmptyDir says whether dir can be read and holds nothing.

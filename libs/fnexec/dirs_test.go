@@ -3,8 +3,10 @@ package fnexec
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,4 +81,53 @@ func TestDirsSweptAwayWhileWaiting(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, root, filepath.Dir(strings.TrimSpace(string(res.ResourceList.Materialize()))))
 	}
+}
+
+func TestMain(m *testing.M) {
+	// TestPrivateDirectoryWithoutPermissionsIsRemoved's runner, as an
+	// unprivileged uid.
+	if dir := os.Getenv("FNEXEC_TEST_REMOVE_TREE"); dir != "" {
+		removeTree(dir)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// A function running as the runner's uid (no uid layer, a non-root
+// runner) takes its permissions away from what it made: the runner gives
+// them back and removes it all. Root ignores permissions, so the removal
+// runs as nobody, in a copy of this test binary it can reach.
+func TestPrivateDirectoryWithoutPermissionsIsRemoved(t *testing.T) {
+	const nobody = 65534
+	parent, err := os.MkdirTemp("/tmp", "fnexec-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
+	require.NoError(t, os.Chmod(parent, 0o777))
+	private := filepath.Join(parent, "fn-private")
+	deep := filepath.Join(private, "d", "e")
+	require.NoError(t, os.MkdirAll(deep, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(deep, "f"), []byte("x"), 0o600))
+	for _, p := range []string{private, filepath.Join(private, "d"), deep, filepath.Join(deep, "f")} {
+		if os.Geteuid() == 0 {
+			require.NoError(t, os.Chown(p, nobody, nobody))
+		}
+	}
+	require.NoError(t, os.Chmod(deep, 0))
+	require.NoError(t, os.Chmod(filepath.Join(private, "d"), 0o100))
+	require.NoError(t, os.Chmod(private, 0o500))
+	if os.Geteuid() != 0 {
+		removeTree(private)
+	} else {
+		self, err := os.ReadFile(os.Args[0])
+		require.NoError(t, err)
+		bin := filepath.Join(parent, "fnexec.test")
+		require.NoError(t, os.WriteFile(bin, self, 0o755))
+		cmd := exec.Command(bin)
+		cmd.Env = []string{"FNEXEC_TEST_REMOVE_TREE=" + private}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	_, err = os.Lstat(private)
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -150,7 +150,7 @@ func (c Call) Prepare() (Private, error) {
 // or after the call when c.Dirs made it and the function left it empty.
 func (p Private) Remove() {
 	if p.dirs == nil {
-		_ = os.RemoveAll(p.Dir)
+		removeTree(p.Dir)
 		return
 	}
 	p.dirs.remove(p.Dir)

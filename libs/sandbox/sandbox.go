@@ -458,12 +458,20 @@ func (s *Sandbox) Enabled() bool { return len(s.layers) > 0 }
 // (--sandbox-prestarted-functions); otherwise a warm helper, or a new one
 // when none is ready, starts it now.
 func (s *Sandbox) Start(ctx context.Context, c fnexec.Call) (*fnexec.Started, error) {
+	// A call already over takes no process started ahead and no helper:
+	// either would be stopped at once, and not replaced.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	key, keyed := s.prestartKey(c)
 	if keyed {
 		if st := s.pre.take(ctx, key); st != nil {
 			s.starts.WithLabelValues("prestarted").Inc()
 			s.afterCall(st, key, keyed, c)
 			return st, nil
+		}
+		if err := ctx.Err(); err != nil { // it ended while take waited
+			return nil, err
 		}
 	}
 	st, err := s.start(ctx, c, true)

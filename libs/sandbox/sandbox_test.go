@@ -830,6 +830,20 @@ func cmdline(pid int) string {
 	return strings.ReplaceAll(string(b), "\x00", " ")
 }
 
+// A call whose deadline has passed before it starts (it waited in a queue)
+// takes no warm helper: the same helpers serve the next calls.
+func TestCallOverBeforeItStartsTakesNoHelper(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	warm := awaitWarmHelpers(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		_, err := fnexec.Run(ctx, []string{"/bin/cat"}, strings.NewReader("input\n"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	assert.ElementsMatch(t, warm, warmHelpers(t), "the helpers that waited still wait")
+}
+
 func TestSandboxFailureIsNotTheFunctions(t *testing.T) {
 	sb := open(t, "base", spec.Limits{})
 	_, err := fnexec.Run(context.Background(), []string{"/nonexistent/fn"}, strings.NewReader(""), fnexec.Options{Sandbox: sb})

@@ -522,10 +522,16 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 		return nil, err
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
-	st, h, err := s.warm.run(ctx, sp.Encode(), reuse)
-	if err != nil {
+	cleanup := func() {
 		release()
 		p.Remove()
+	}
+	st, h, err := s.warm.run(ctx, sp.Encode(), reuse, cleanup)
+	if errors.Is(err, errHandoffStopped) {
+		return nil, err // cleanup once the helper has ended what it started
+	}
+	if err != nil {
+		cleanup()
 		return nil, err
 	}
 	st.Release = func(bool) {

@@ -91,7 +91,13 @@ func (p *warmPool) start() (*warmHelper, error) {
 // helper back with put. Without, it serves this call alone and exits as the
 // function did. The caller calls refill when the call has ended: a helper
 // starting meanwhile would take CPU from the call.
-func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec.Started, *warmHelper, error) {
+//
+// When ctx ends during the handoff, the helper may have started the
+// function already: run then returns an error wrapping errHandoffStopped
+// and calls gone once the helper has ended that call's every process; the
+// call's uid and directory must wait for it. On any other error gone is
+// not called.
+func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool, gone func()) (*fnexec.Started, *warmHelper, error) {
 	if len(encoded) > spec.MaxEncoded {
 		return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
 	}
@@ -118,8 +124,11 @@ func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec
 			// the function: stopped as a call is, it ends every
 			// process of it (and a helper stopped from outside is
 			// killed).
-			go h.terminate()
-			return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, context.Cause(ctx))
+			go func() {
+				h.terminate()
+				gone()
+			}()
+			return nil, nil, fmt.Errorf("%w: handing the call to %s: %w", errHandoffStopped, p.helper, context.Cause(ctx))
 		}
 		// It did not take the call: of no further use (one stopped
 		// from outside would not exit of its socket's closing).
@@ -138,6 +147,10 @@ func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool) (*fnexec
 		return nil, nil, fmt.Errorf("handing the call to %s: %w", p.helper, err)
 	}
 }
+
+// errHandoffStopped is a call whose context ended while its helper was
+// being handed it (warmPool.run).
+var errHandoffStopped = errors.New("call stopped while handed to its sandbox helper")
 
 // put hands back a helper whose call has ended: to the pool when it
 // answered and there is room, else it is ended.

@@ -18,6 +18,7 @@ import (
 // Flags are the flags every fnrunner service has.
 type Flags struct {
 	ListenHost           string
+	HealthPort           int
 	MetricsAddress       string
 	DrainTimeout         time.Duration
 	LogLevel             slog.Level
@@ -32,6 +33,7 @@ type Flags struct {
 // default (each service has its own, so all can run on one host).
 func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.StringVar(&f.ListenHost, "listen-host", "", "Address the gRPC port (--port) listens on, e.g. 127.0.0.1 for this host alone. Default: every interface.")
+	fs.IntVar(&f.HealthPort, "health-port", 0, "TCP port of a plaintext gRPC health service (grpc.health.v1 alone) beside --port, for kubelet's gRPC probes when --port requires client certificates (--tls-*), which they cannot present. 0 = none.")
 	fs.StringVar(&f.MetricsAddress, "metrics-address", metricsAddress, "Address of the HTTP server for Prometheus /metrics. Empty disables it.")
 	fs.DurationVar(&f.DrainTimeout, "drain-timeout", 30*time.Second, "How long in-flight calls may run after SIGTERM before they are cancelled.")
 	fs.DurationVar(&f.MaxCallDuration, "max-call-duration", 10*time.Minute, "Deadline of a call whose caller set none (a caller's own deadline always applies); 0 = none.")

@@ -37,6 +37,10 @@ type Config struct {
 	MaxMessageSize int
 	// MetricsAddress is where /metrics is served over HTTP; empty disables it.
 	MetricsAddress string
+	// HealthAddress, when set, is where the health service alone is also
+	// served, in plaintext (kubelet's probes cannot present a client
+	// certificate).
+	HealthAddress string
 	// DrainTimeout bounds how long in-flight calls may take after shutdown
 	// starts before they are cancelled.
 	DrainTimeout time.Duration
@@ -119,6 +123,9 @@ func (f *Flags) Open(log *slog.Logger, port int, tls *TLSFlags, cfg Config) (net
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
 	cfg.MaxCallDuration, cfg.MaxConcurrentStreams = f.MaxCallDuration, uint32(min(f.MaxConcurrentStreams, 1<<31))
 	cfg.MaxConnectionAge = f.MaxConnectionAge
+	if f.HealthPort > 0 {
+		cfg.HealthAddress = net.JoinHostPort(f.ListenHost, strconv.Itoa(f.HealthPort))
+	}
 	lis, err := listen(f.ListenHost, port)
 	if err != nil {
 		return nil, nil, err
@@ -175,13 +182,31 @@ func listen(host string, port int) (net.Listener, error) {
 // reports NOT_SERVING, stops accepting calls, and waits up to DrainTimeout for
 // in-flight calls before cancelling them. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	errc := make(chan error, 3) // gRPC and up to two metrics servers
+	errc := make(chan error, 4) // gRPC, health for probes and up to two metrics servers
 	go func() {
 		s.log.Info("serving gRPC", "address", lis.Addr().String())
 		if err := s.GRPC.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			errc <- fmt.Errorf("gRPC server: %w", err)
 		}
 	}()
+
+	var probes *grpc.Server
+	if s.cfg.HealthAddress != "" {
+		hlis, err := net.Listen("tcp", s.cfg.HealthAddress)
+		if err != nil {
+			s.GRPC.Stop()
+			return fmt.Errorf("health listener: %w", err)
+		}
+		probes = grpc.NewServer()
+		healthpb.RegisterHealthServer(probes, s.Health)
+		defer probes.Stop()
+		go func() {
+			s.log.Info("serving gRPC health for probes", "address", hlis.Addr().String())
+			if err := probes.Serve(hlis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("health server: %w", err)
+			}
+		}()
+	}
 
 	var metrics []*http.Server
 	for _, addr := range s.metricsAddresses() {

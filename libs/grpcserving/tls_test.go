@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -116,4 +118,39 @@ func TestTLSFilesReloaded(t *testing.T) {
 	assert.Error(t, check(), "the server still took the old CA's client after its files were rotated")
 	install(clientDir, rotated)
 	assert.NoError(t, check(), "both sides rotated")
+}
+
+// Kubelet's gRPC probes cannot present a client certificate: with
+// --health-port they reach the same health states, in plaintext, on a port
+// of their own, while --port still requires one.
+func TestHealthPortForProbesBesideMutualTLS(t *testing.T) {
+	certs := testcerts.Generate(t, t.TempDir(), "fnrunner")
+	server := grpcserving.TLSFlags{Cert: certs.Cert, Key: certs.Key, CA: certs.CA}
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	healthPort := free.Addr().(*net.TCPAddr).Port
+	require.NoError(t, free.Close())
+	common := grpcserving.Flags{ListenHost: "127.0.0.1", HealthPort: healthPort, DrainTimeout: time.Second}
+	lis, srv, err := common.Open(slog.New(slog.NewTextHandler(io.Discard, nil)), 0, &server, grpcserving.Config{Name: "t", MaxMessageSize: 1 << 20})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Serve(ctx, lis) }()
+
+	plain := grpc.WithTransportCredentials(insecure.NewCredentials())
+	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort))
+	require.Eventually(t, func() bool { return checkLiveness(ctx, probe, plain) == nil }, 10*time.Second, 20*time.Millisecond, "liveness on the health port")
+	assert.Error(t, checkLiveness(ctx, lis.Addr().String(), plain), "--port served a plaintext client")
+
+	readiness := func() healthpb.HealthCheckResponse_ServingStatus {
+		conn, err := grpc.NewClient(probe, plain)
+		require.NoError(t, err)
+		defer conn.Close()
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err)
+		return resp.GetStatus()
+	}
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, readiness())
+	srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, readiness(), "the service's own readiness")
 }

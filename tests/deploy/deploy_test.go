@@ -401,6 +401,26 @@ func TestMTLSOverlay(t *testing.T) {
 		for _, flag := range []string{"--tls-cert=/etc/fnrunner/tls/tls.crt", "--tls-key=/etc/fnrunner/tls/tls.key", "--tls-ca=/etc/fnrunner/tls/ca.crt"} {
 			assert.Contains(t, args, flag, "%s", w.GetName())
 		}
+		// Kubelet's gRPC probes present no client certificate: on a
+		// port that requires one (every service's but the gateway's,
+		// which porch dials in plaintext) they would fail, and the pod
+		// never be Ready.
+		pods := workloadPods(t, w)
+		probePort := fmt.Sprint(pods.Spec.Containers[0].Ports[0].ContainerPort)
+		if w.GetName() != "fnrunner-gateway" {
+			probePort = ""
+			for _, a := range args {
+				if v, ok := strings.CutPrefix(a, "--health-port="); ok {
+					probePort = v
+				}
+			}
+			require.NotEmpty(t, probePort, "%s: no --health-port for its probes", w.GetName())
+		}
+		for _, p := range []*corev1.Probe{pods.Spec.Containers[0].ReadinessProbe, pods.Spec.Containers[0].LivenessProbe} {
+			require.NotNil(t, p, w.GetName())
+			require.NotNil(t, p.GRPC, w.GetName())
+			assert.Equal(t, probePort, fmt.Sprint(p.GRPC.Port), "%s: probe port", w.GetName())
+		}
 		for _, a := range args {
 			for _, f := range []string{"--config-address=", "--binary-runner-address=", "--pod-manager-address="} {
 				if v, ok := strings.CutPrefix(a, f); ok {

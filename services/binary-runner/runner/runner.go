@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -192,10 +193,13 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 				return nil, status.Errorf(st.Code(), "function %q: gave up waiting for memory to run in (--max-in-flight-bytes): %v; the function was not run", req.Image, err)
 			}
 			if ip, ok := rt.(*inProcess); ok {
-				ip.finished = release // an overrun goes on in the background
-			} else {
-				defer release()
+				// Held until the function has returned (an overrun
+				// goes on in the background) and this call is
+				// answered: explaining a failure reads its input and
+				// output in full.
+				ip.finished, release = bothDone(release)
 			}
+			defer release()
 		}
 		res, err := rt.Run(ctx, req.ResourceList)
 		return fnresult.Respond(req.Image, req.ResourceList, res, err)
@@ -204,6 +208,19 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		return nil, status.Errorf(codes.NotFound, "function %q not found: %v", req.Image, missing)
 	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
+}
+
+// bothDone returns two functions that call release once both have been
+// called.
+func bothDone(release func()) (func(), func()) {
+	var left atomic.Int32
+	left.Store(2)
+	done := func() {
+		if left.Add(-1) == 0 {
+			release()
+		}
+	}
+	return done, done
 }
 
 // setExecutor names the executor of the call in its metrics

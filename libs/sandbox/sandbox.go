@@ -3,10 +3,13 @@
 // through fnsandbox (the helper in ./fnsandbox, shipped beside each service
 // binary), which applies the layers this package asks for:
 //
-//   - base: no_new_privs; a child subreaper that kills and reaps every
-//     descendant at the end of a call, setsid escapees included; rlimits
-//     (address space, file size, open files, CPU); the private temp dir is
-//     fnexec's, removed after the call. Always on unless --sandbox=none.
+//   - base: no_new_privs; a seccomp filter refusing prlimit on another
+//     process (a function of the helper's uid lowering the helper's limits
+//     would stop it finding what the function left running); a child
+//     subreaper that kills and reaps every descendant at the end of a call,
+//     setsid escapees included; rlimits (address space, file size, open
+//     files, CPU); the private temp dir is fnexec's, removed after the
+//     call. Always on unless --sandbox=none.
 //   - landlock: files only below the function's binary, the read-only system
 //     paths and its temp dir; no TCP bind, TCP connect only to the allowed
 //     ports; no ptrace, signals or abstract sockets out of the call (so no

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -478,6 +479,33 @@ time.sleep(300)
 	}
 }
 
+// A function of the helper's uid (no uid layer: a non-root runner, as
+// deploy/ runs the binary-runner) lowers its helper's open-files limit, so
+// that the helper cannot look for what it left running, and leaves a setsid
+// escapee. The helper's limits are not the function's to change: the call
+// ends as the function did, and the escapee with it.
+func TestFunctionCannotChangeItsHelpersLimits(t *testing.T) {
+	for _, mode := range []string{"base", "base,landlock", "base,landlock,uid", "base,userns"} {
+		t.Run(mode, func(t *testing.T) {
+			sb := open(t, mode, spec.Limits{})
+			before := childrenOfInit(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `setsid sleep 300 </dev/null >/dev/null 2>&1 &
+prlimit --pid $PPID --nofile=3:3 && echo lowered >&2; prlimit --pid $PPID --nproc=1:1 && echo lowered >&2; echo done`}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+			require.NoError(t, err, "log: %s", res.Log)
+			assert.Equal(t, "done", out(res))
+			assert.NotContains(t, string(res.Log), "lowered")
+			for pid := range childrenOfInit(t) {
+				if !before[pid] && strings.Contains(cmdline(pid), "sleep 300") {
+					t.Errorf("process %d (%s) escaped to init", pid, cmdline(pid))
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
+	}
+}
+
 func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 	for _, mode := range []string{"base", "base,userns", "base,cgroup", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns,cgroup"} {
 		if strings.Contains(mode, "uid") && os.Getuid() != 0 {
@@ -680,7 +708,7 @@ print("end")'`)
 					require.NoError(t, err)
 					require.Contains(t, before, changed, "a warm helper ran it")
 					if change == "prlimit --pid $PPID --nofile=64:64" {
-						require.Equal(t, "changed", lines[0], "a function may lower its helper's limits")
+						require.Equal(t, "refused", lines[0], "a function may not change its helper's limits (the helper's seccomp filter)")
 					}
 					require.Eventually(t, func() bool {
 						now := warmHelpers(t)
@@ -716,11 +744,13 @@ print("end")'`)
 	}
 }
 
-// A function that runs as its helper's uid (no uid layer) can change the
-// helpers waiting beside its own: lower their limits, leave them unable to
-// receive a call's descriptors, and, as root, raise their OOM score. No
-// later call inherits that, and none fails for it: the changed helper
-// refuses the call, which goes to another.
+// A process of the runner's uid can change the helpers waiting for calls:
+// lower their limits, leave them unable to receive a call's descriptors,
+// and, as root, raise their OOM score. A function that runs as its helper's
+// uid (no uid layer) may do the last, not the others (the helper's seccomp
+// filter refuses prlimit on another process). No later call inherits a
+// change, and none fails for it: the changed helper refuses the call, which
+// goes to another.
 func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 	changes := map[string]string{
 		"limits":              `prlimit --pid $p --stack=1048576:1048576`,
@@ -739,15 +769,28 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 			require.NoError(t, err)
 			want := out(res)
 
-			// The helper that ran it changes the other.
+			// The helper that ran it changes the other: its function,
+			// or, for limits, which a function may not change, a
+			// process of the runner's uid outside the sandbox.
 			pids := strconv.Itoa(helpers[0]) + " " + strconv.Itoa(helpers[1])
+			byFunction := !strings.HasPrefix(change, "prlimit")
 			res, err = run(t, sb, 10*time.Second, `cat >/dev/null; for p in `+pids+`; do [ $p = $PPID ] && echo $p || { `+change+`; } || exit 1; done`)
+			if !byFunction {
+				require.Error(t, err, "a function changed another helper's limits: %s", out(res))
+				res, err = run(t, sb, 10*time.Second, `cat >/dev/null; echo $PPID`)
+			}
 			require.NoError(t, err, "log: %s", res.Log)
 			unchanged, err := strconv.Atoi(out(res))
 			require.NoError(t, err)
 			changed := helpers[0]
 			if changed == unchanged {
 				changed = helpers[1]
+			}
+			if !byFunction {
+				cmd := exec.Command("/bin/bash", "-c", change)
+				cmd.Env = append(os.Environ(), "p="+strconv.Itoa(changed))
+				b, err := cmd.CombinedOutput()
+				require.NoError(t, err, "%s", b)
 			}
 
 			// Two calls at once take both helpers: the first waits

@@ -563,24 +563,7 @@ func startRestricted(s spec.Spec, reports bool) (int, *unix.WaitStatus, error) {
 		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
 	}
-	if s.UID >= 0 {
-		// Setting another user's rlimits takes CAP_SYS_RESOURCE, which
-		// a container's root often lacks; the same real ids do not.
-		// This thread takes the call's as its real and effective ids for
-		// that, keeping root as its saved ones, and takes root back after
-		// (a thread with the call's ids could be signalled by the call).
-		if err := asCall(s.UID, s.GID); err != nil {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			return pid, nil, err
-		}
-		p, exited, err := setLimits(pid, s.Limits)
-		if restoreErr := asRoot(); restoreErr != nil {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			return pid, nil, restoreErr
-		}
-		return p, exited, err
-	}
-	return setLimits(pid, s.Limits)
+	return setLimits(pid, s.Limits, s.UID, s.GID)
 }
 
 // asCall gives the calling thread uid and gid as its real and effective ids,
@@ -595,15 +578,27 @@ func asCall(uid, gid int) error {
 	return nil
 }
 
-// asRoot gives the calling thread its root ids back (see asCall).
-func asRoot() error {
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("taking root back: %w", errno)
-	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("taking gid 0 back: %w", errno)
-	}
-	return nil
+// prlimitElsewhere sets pid's limit on resource from a thread of its own:
+// the calling thread (the function's tracer) carries the seccomp filter that
+// refuses prlimit64 on another process (denyPrlimitOfOthers). Setting
+// another user's limits takes CAP_SYS_RESOURCE, which a container's root
+// often lacks, or the same real ids: with uid >= 0 that thread takes the
+// call's (asCall), and ends with its goroutine, never to run anything else
+// (a thread with the call's ids could be signalled by the call).
+func prlimitElsewhere(pid, resource int, value uint64, uid, gid int) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if uid >= 0 {
+			if err := asCall(uid, gid); err != nil {
+				errc <- err
+				return
+			}
+		}
+		lim := unix.Rlimit{Cur: value, Max: value}
+		errc <- unix.Prlimit(pid, resource, &lim, nil)
+	}()
+	return <-errc
 }
 
 // forkRestricted restricts the calling thread and starts the function from
@@ -617,6 +612,13 @@ func forkRestricted(s spec.Spec, reports bool) (int, error) {
 	}
 	if s.Landlock && !s.Namespaces {
 		if err := restrictThread(s.ReadOnly, append([]string{s.PrivateDir}, s.ReadWrite...), s.ConnectPorts, s.AnyConnect); err != nil {
+			return 0, err
+		}
+	}
+	if !s.Namespaces {
+		// In namespaces, the helper run there, the function's parent,
+		// does it.
+		if err := denyPrlimitOfOthers(); err != nil {
 			return 0, err
 		}
 	}
@@ -791,7 +793,7 @@ func dropBoundingSet() error {
 // the call's rlimits on it and lets it go. It is called on the thread that
 // started the function (its tracer). It returns the function's status when
 // the function ended before that.
-func setLimits(pid int, l spec.Limits) (int, *unix.WaitStatus, error) {
+func setLimits(pid int, l spec.Limits, uid, gid int) (int, *unix.WaitStatus, error) {
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -827,8 +829,7 @@ func setLimits(pid int, l spec.Limits) (int, *unix.WaitStatus, error) {
 		if r.value == 0 {
 			continue
 		}
-		lim := unix.Rlimit{Cur: r.value, Max: r.value}
-		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+		if err := prlimitElsewhere(pid, r.resource, r.value, uid, gid); err != nil {
 			_ = unix.Kill(pid, unix.SIGKILL)
 			return pid, nil, fmt.Errorf("limit on %s (%d): %w", r.name, r.value, err)
 		}

@@ -33,16 +33,20 @@ func probe() spec.Report {
 	return r
 }
 
-// baseFinding tries no_new_privs (on a thread that is then discarded) and
-// the child subreaper.
+// baseFinding tries no_new_privs and the seccomp filter (on a thread that
+// is then discarded) and the child subreaper.
 func baseFinding() (bool, string) {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		errc <- unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- fmt.Errorf("no_new_privs: %w", err)
+			return
+		}
+		errc <- denyPrlimitOfOthers()
 	}()
 	if err := <-errc; err != nil {
-		return false, "no_new_privs: " + err.Error()
+		return false, err.Error()
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return false, "child subreaper: " + err.Error()
@@ -75,7 +79,7 @@ func baseFinding() (bool, string) {
 	if err := <-errc; err != nil {
 		return false, "tracing a child to set its rlimits: " + err.Error()
 	}
-	return true, "no_new_privs, no capabilities, child subreaper, rlimits"
+	return true, "no_new_privs, no capabilities, no prlimit of other processes (seccomp), child subreaper, rlimits"
 }
 
 // uidFinding: a call gets its own uid only when the helper may change uid

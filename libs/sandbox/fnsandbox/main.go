@@ -245,12 +245,23 @@ type callThread struct {
 	spec    chan spec.Spec
 	started chan started
 	done    chan struct{}
+	// limits asks run, on the main thread, to set the rlimits of the
+	// function stopped at its exec: this thread's seccomp filter refuses
+	// prlimit on another process (denyPrlimitOfOthers).
+	limits chan limitsRequest
+}
+
+// limitsRequest is the function's pid, and where to say how setting its
+// limits went.
+type limitsRequest struct {
+	pid  int
+	done chan error
 }
 
 // newCallThread makes the thread; it starts the function when run sends
 // it the spec.
 func newCallThread(reports bool) *callThread {
-	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{})}
+	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{}), limits: make(chan limitsRequest)}
 	go func() {
 		runtime.LockOSThread()
 		var s spec.Spec
@@ -259,7 +270,12 @@ func newCallThread(reports bool) *callThread {
 		case <-t.done: // the call failed before its start
 			return
 		}
-		pid, exited, err := startRestricted(s, reports)
+		apply := func(pid int) <-chan error {
+			done := make(chan error, 1)
+			t.limits <- limitsRequest{pid: pid, done: done}
+			return done
+		}
+		pid, exited, err := startRestricted(s, reports, apply)
 		t.started <- started{pid, exited, err}
 		<-t.done
 	}()
@@ -482,7 +498,15 @@ func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.Wa
 		defer group.remove()
 	}
 	thread.spec <- s
-	st := <-thread.started
+	var st started
+	for waiting := true; waiting; {
+		select {
+		case req := <-thread.limits:
+			req.done <- applyLimits(req.pid, s.Limits, s.UID, s.GID)
+		case st = <-thread.started:
+			waiting = false
+		}
+	}
 	r := &reaper{function: st.pid, group: group}
 	if st.err != nil {
 		if st.pid > 0 {
@@ -557,13 +581,13 @@ func giveToCall(s spec.Spec) error {
 
 // startRestricted restricts the calling thread (locked to it): no_new_privs,
 // no capabilities to pass on, Landlock; and starts the function from it.
-func startRestricted(s spec.Spec, reports bool) (int, *unix.WaitStatus, error) {
+func startRestricted(s spec.Spec, reports bool, apply func(pid int) <-chan error) (int, *unix.WaitStatus, error) {
 	pid, err := forkRestricted(s, reports)
 	if err != nil || s.Limits == (spec.Limits{}) || s.Namespaces {
 		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
 	}
-	return setLimits(pid, s.Limits, s.UID, s.GID)
+	return setLimits(pid, apply, s.UID < 0)
 }
 
 // asCall gives the calling thread uid and gid as its real and effective ids,
@@ -578,27 +602,56 @@ func asCall(uid, gid int) error {
 	return nil
 }
 
-// prlimitElsewhere sets pid's limit on resource from a thread of its own:
-// the calling thread (the function's tracer) carries the seccomp filter that
-// refuses prlimit64 on another process (denyPrlimitOfOthers). Setting
-// another user's limits takes CAP_SYS_RESOURCE, which a container's root
-// often lacks, or the same real ids: with uid >= 0 that thread takes the
-// call's (asCall), and ends with its goroutine, never to run anything else
-// (a thread with the call's ids could be signalled by the call).
-func prlimitElsewhere(pid, resource int, value uint64, uid, gid int) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if uid >= 0 {
-			if err := asCall(uid, gid); err != nil {
-				errc <- err
-				return
-			}
+// applyLimits sets the call's rlimits l on the function pid, stopped at its
+// exec. It runs on the main thread (run's), which has no seccomp filter.
+// Setting another user's rlimits takes CAP_SYS_RESOURCE, which a container's
+// root often lacks, or the same real ids: with uid >= 0 this thread takes
+// the call's for that (asCall), keeping root as its saved ones, and takes
+// root back after; the function, stopped, can signal nothing meanwhile.
+func applyLimits(pid int, l spec.Limits, uid, gid int) error {
+	if uid >= 0 {
+		if err := asCall(uid, gid); err != nil {
+			return err
 		}
-		lim := unix.Rlimit{Cur: value, Max: value}
-		errc <- unix.Prlimit(pid, resource, &lim, nil)
-	}()
-	return <-errc
+		defer func() {
+			if err := asRoot(); err != nil {
+				// This thread serves every later call: it must not
+				// keep a call's ids.
+				fail(err)
+			}
+		}()
+	}
+	for _, r := range []struct {
+		name     string
+		resource int
+		value    uint64
+	}{
+		{"processes", unix.RLIMIT_NPROC, l.Processes},
+		{"address space", unix.RLIMIT_AS, l.AddressSpace},
+		{"file size", unix.RLIMIT_FSIZE, l.FileSize},
+		{"open files", unix.RLIMIT_NOFILE, l.OpenFiles},
+		{"CPU seconds", unix.RLIMIT_CPU, l.CPUSeconds},
+	} {
+		if r.value == 0 {
+			continue
+		}
+		lim := unix.Rlimit{Cur: r.value, Max: r.value}
+		if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+			return fmt.Errorf("limit on %s (%d): %w", r.name, r.value, err)
+		}
+	}
+	return nil
+}
+
+// asRoot gives the calling thread its root ids back (see asCall).
+func asRoot() error {
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("taking root back: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("taking gid 0 back: %w", errno)
+	}
+	return nil
 }
 
 // forkRestricted restricts the calling thread and starts the function from
@@ -789,11 +842,23 @@ func dropBoundingSet() error {
 	}
 }
 
-// setLimits waits for the traced function to stop after its exec, sets
-// the call's rlimits on it and lets it go. It is called on the thread that
-// started the function (its tracer). It returns the function's status when
-// the function ended before that.
-func setLimits(pid int, l spec.Limits, uid, gid int) (int, *unix.WaitStatus, error) {
+// setLimits waits for the traced function to stop after its exec, has the
+// call's rlimits set on it (apply: by the main thread, see applyLimits) and
+// lets it go. It is called on the thread that started the function (its
+// tracer). It returns the function's status when the function ended before
+// that.
+//
+// With early (no uid of its own: the function's ids are the helper's from
+// the fork), the limits are set while the function execs, rlimits surviving
+// the exec, so that the main thread's wake-up costs the call nothing; they
+// are on before it runs an instruction of its own all the same. With a uid,
+// the function takes it in the fork's child, and the main thread, as that
+// uid, waits for the stop, so that it sets them on a process of its ids.
+func setLimits(pid int, apply func(pid int) <-chan error, early bool) (int, *unix.WaitStatus, error) {
+	var applied <-chan error
+	if early {
+		applied = apply(pid)
+	}
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -801,9 +866,15 @@ func setLimits(pid int, l spec.Limits, uid, gid int) (int, *unix.WaitStatus, err
 			continue
 		}
 		if err != nil {
+			if applied != nil {
+				<-applied
+			}
 			return pid, nil, fmt.Errorf("waiting for the function to start: %w", err)
 		}
 		if !ws.Stopped() {
+			if applied != nil {
+				<-applied
+			}
 			return pid, &ws, nil
 		}
 		if ws.StopSignal() != unix.SIGTRAP {
@@ -815,24 +886,12 @@ func setLimits(pid int, l spec.Limits, uid, gid int) (int, *unix.WaitStatus, err
 		}
 		break
 	}
-	for _, r := range []struct {
-		name     string
-		resource int
-		value    uint64
-	}{
-		{"processes", unix.RLIMIT_NPROC, l.Processes},
-		{"address space", unix.RLIMIT_AS, l.AddressSpace},
-		{"file size", unix.RLIMIT_FSIZE, l.FileSize},
-		{"open files", unix.RLIMIT_NOFILE, l.OpenFiles},
-		{"CPU seconds", unix.RLIMIT_CPU, l.CPUSeconds},
-	} {
-		if r.value == 0 {
-			continue
-		}
-		if err := prlimitElsewhere(pid, r.resource, r.value, uid, gid); err != nil {
-			_ = unix.Kill(pid, unix.SIGKILL)
-			return pid, nil, fmt.Errorf("limit on %s (%d): %w", r.name, r.value, err)
-		}
+	if applied == nil {
+		applied = apply(pid)
+	}
+	if err := <-applied; err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return pid, nil, err
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)

@@ -118,7 +118,10 @@ func (w *wrapper) EvaluateFunction(ctx context.Context, req *evalwire.Request) (
 		if errors.Is(err, admission.ErrQueueFull) {
 			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v in this pod (--max-concurrent %d, --max-queue %d)", req.Image, err, w.concurrent, w.queue)
 		}
-		return fnresult.Respond(req.Image, nil, nil, fmt.Errorf("waiting for a run slot: %w", err))
+		// It never started: not "killed at its deadline", as Respond
+		// says of a run.
+		st := status.FromContextError(err)
+		return nil, status.Errorf(st.Code(), "function %q: not run: its call ended while it waited for a run slot in this pod (--max-concurrent %d): %v", req.Image, w.concurrent, err)
 	}
 	defer release()
 	res, err := w.function.Run(ctx, req.ResourceList)

@@ -226,3 +226,30 @@ func TestNoTempDirInTheContainer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "/somewhere", given, "--temp-dir")
 }
+
+// A call whose deadline passes while it waits for a run slot was never
+// run: it says so, not that it was killed at its deadline.
+func TestCallEndedWhileQueuedWasNotRun(t *testing.T) {
+	release := filepath.Join(t.TempDir(), "release")
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	w := &wrapper{
+		function:   &fnexec.Binary{Argv: []string{"/bin/sh", "-c", "while [ ! -e " + release + " ]; do sleep 0.02; done; cat"}},
+		limit:      admission.New(1, 1),
+		concurrent: 1, queue: 1,
+	}
+	busy := make(chan error, 1)
+	go func() {
+		_, err := w.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn", ResourceList: evalwire.Bytes([]byte(rl))})
+		busy <- err
+	}()
+	waitUntil(t, func() bool { return w.limit.InFlight() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := w.EvaluateFunction(ctx, &evalwire.Request{Image: "fn", ResourceList: evalwire.Bytes([]byte(rl))})
+	st := status.Convert(err)
+	assert.Equal(t, codes.DeadlineExceeded, st.Code(), "%v", err)
+	assert.Contains(t, st.Message(), "not run")
+	assert.NotContains(t, st.Message(), "killed")
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	require.NoError(t, <-busy)
+}

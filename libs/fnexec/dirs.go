@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Dirs makes calls' private directories ahead of the calls and removes
@@ -58,8 +59,9 @@ func NewDirs(root string) (*Dirs, error) {
 }
 
 // run removes the queued empty directories, then makes the missing ready
-// ones; when there is nothing to do, or a directory cannot be made (a full
-// disk), it waits for a removal, a taken directory or Close.
+// ones; when there is nothing to do, it waits for a removal, a taken
+// directory or Close, and when a directory cannot be made (a full disk) for
+// one of those or a second.
 func (d *Dirs) run() {
 	defer close(d.done)
 	for {
@@ -71,12 +73,16 @@ func (d *Dirs) run() {
 			continue
 		default:
 		}
+		var retry <-chan time.Time
 		if len(d.ready) < cap(d.ready) {
 			// Only run adds to ready, so there is room.
-			if dir, err := os.MkdirTemp(d.root, "fn-"); err == nil {
+			dir, err := os.MkdirTemp(d.root, "fn-")
+			if err == nil {
 				d.ready <- dir
 				continue
 			}
+			// A full disk, say: calls make their own meanwhile.
+			retry = time.After(time.Second)
 		}
 		select {
 		case <-d.stop:
@@ -84,6 +90,7 @@ func (d *Dirs) run() {
 		case dir := <-d.empty:
 			removeEmpty(dir)
 		case <-d.kick:
+		case <-retry:
 		}
 	}
 }

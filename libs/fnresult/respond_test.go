@@ -160,10 +160,15 @@ func TestMessageFromFunctionTextSurvivesTheWire(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		out, log string
+		// replaced: the message may hold U+FFFD for bytes that were
+		// not UTF-8; a cut never makes one.
+		replaced bool
 	}{
-		{"a long log of two-byte characters", "", strings.Repeat("é", maxMessageLog)},
-		{"a log that is not UTF-8", "", "latin-1 \xe9t\xe9\n"},
-		{"an error result of a megabyte", rl + "results:\n- message: " + strings.Repeat("m", 1<<20) + "\n  severity: error\n", "failed\n"},
+		// 6,000 bytes of three-byte characters: the last 4,096 bytes
+		// start inside one.
+		{name: "a long log cut inside a character", log: strings.Repeat("€", 2000)},
+		{name: "a log that is not UTF-8", log: "latin-1 \xe9t\xe9\n", replaced: true},
+		{name: "an error result of a megabyte", out: rl + "results:\n- message: " + strings.Repeat("m", 1<<20) + "\n  severity: error\n", log: "failed\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, ferr := exited(tc.out, tc.log, 1)
@@ -171,6 +176,9 @@ func TestMessageFromFunctionTextSurvivesTheWire(t *testing.T) {
 			st := status.Convert(err)
 			assert.Equal(t, codes.Internal, st.Code())
 			assert.True(t, utf8.ValidString(st.Message()), "message not UTF-8: %q", st.Message())
+			if !tc.replaced {
+				assert.NotContains(t, st.Message(), "\uFFFD", "cut inside a character")
+			}
 			assert.LessOrEqual(t, len(st.Message()), maxMessage+len("…"))
 			_, merr := proto.Marshal(st.Proto())
 			require.NoError(t, merr, "the status would go without its details")

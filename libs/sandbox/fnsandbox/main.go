@@ -82,7 +82,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	ws, _, err := run(s, newSignals(), newCallThread(reports), "call-"+strconv.Itoa(os.Getpid()))
+	ws, _, err := run(s, newSignals(), newCallThread(reports, newLimiter()), "call-"+strconv.Itoa(os.Getpid()))
 	if err != nil {
 		fail(err)
 	}
@@ -116,11 +116,12 @@ func serve() {
 		fail(err)
 	}
 	sig := newSignals()
+	limits := newLimiter()
 	var buf callBuffers
 	for n := 1; ; n++ {
 		// The thread the call's restrictions go on is made while the
 		// helper waits.
-		thread := newCallThread(true)
+		thread := newCallThread(true, limits)
 		// Told to stop between calls (from outside: the runner stops
 		// calls only), or while it waits: it ends of it as it did
 		// before serving calls, so a call sent meanwhile fails as a
@@ -245,23 +246,50 @@ type callThread struct {
 	spec    chan spec.Spec
 	started chan started
 	done    chan struct{}
-	// limits asks run, on the main thread, to set the rlimits of the
-	// function stopped at its exec: this thread's seccomp filter refuses
-	// prlimit on another process (denyPrlimitOfOthers).
-	limits chan limitsRequest
 }
 
-// limitsRequest is the function's pid, and where to say how setting its
-// limits went.
+// limiter is the helper's thread that sets a function's rlimits: not the
+// call's thread, whose seccomp filter refuses prlimit on another process
+// (denyPrlimitOfOthers), nor the main thread, the thread group's leader,
+// whose ids kill() checks while it has taken a call's (applyLimits).
+type limiter struct {
+	requests chan limitsRequest
+}
+
+// limitsRequest is what to set on which function, and where to say how it
+// went.
 type limitsRequest struct {
-	pid  int
-	done chan error
+	pid      int
+	limits   spec.Limits
+	uid, gid int
+	done     chan error
+}
+
+// newLimiter starts the thread; it serves the helper's calls one after
+// another.
+func newLimiter() *limiter {
+	l := &limiter{requests: make(chan limitsRequest)}
+	go func() {
+		runtime.LockOSThread() // ids taken by applyLimits are this thread's alone
+		for r := range l.requests {
+			r.done <- applyLimits(r.pid, r.limits, r.uid, r.gid)
+		}
+	}()
+	return l
+}
+
+// apply asks the thread to set s's limits on pid; the answer comes on the
+// channel.
+func (l *limiter) apply(pid int, s spec.Spec) <-chan error {
+	done := make(chan error, 1)
+	l.requests <- limitsRequest{pid: pid, limits: s.Limits, uid: s.UID, gid: s.GID, done: done}
+	return done
 }
 
 // newCallThread makes the thread; it starts the function when run sends
 // it the spec.
-func newCallThread(reports bool) *callThread {
-	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{}), limits: make(chan limitsRequest)}
+func newCallThread(reports bool, limits *limiter) *callThread {
+	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread()
 		var s spec.Spec
@@ -270,12 +298,7 @@ func newCallThread(reports bool) *callThread {
 		case <-t.done: // the call failed before its start
 			return
 		}
-		apply := func(pid int) <-chan error {
-			done := make(chan error, 1)
-			t.limits <- limitsRequest{pid: pid, done: done}
-			return done
-		}
-		pid, exited, err := startRestricted(s, reports, apply)
+		pid, exited, err := startRestricted(s, reports, func(pid int) <-chan error { return limits.apply(pid, s) })
 		t.started <- started{pid, exited, err}
 		<-t.done
 	}()
@@ -498,15 +521,7 @@ func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.Wa
 		defer group.remove()
 	}
 	thread.spec <- s
-	var st started
-	for waiting := true; waiting; {
-		select {
-		case req := <-thread.limits:
-			req.done <- applyLimits(req.pid, s.Limits, s.UID, s.GID)
-		case st = <-thread.started:
-			waiting = false
-		}
-	}
+	st := <-thread.started
 	r := &reaper{function: st.pid, group: group}
 	if st.err != nil {
 		if st.pid > 0 {
@@ -603,11 +618,12 @@ func asCall(uid, gid int) error {
 }
 
 // applyLimits sets the call's rlimits l on the function pid, stopped at its
-// exec. It runs on the main thread (run's), which has no seccomp filter.
-// Setting another user's rlimits takes CAP_SYS_RESOURCE, which a container's
-// root often lacks, or the same real ids: with uid >= 0 this thread takes
-// the call's for that (asCall), keeping root as its saved ones, and takes
-// root back after; the function, stopped, can signal nothing meanwhile.
+// exec, or about to be. It runs on the limiter's thread, which has no
+// seccomp filter. Setting another user's rlimits takes CAP_SYS_RESOURCE,
+// which a container's root often lacks, or the same real ids: with uid >= 0
+// this thread takes the call's for that (asCall), keeping root as its saved
+// ones, and takes root back after; the function, stopped, can signal
+// nothing meanwhile.
 func applyLimits(pid int, l spec.Limits, uid, gid int) error {
 	if uid >= 0 {
 		if err := asCall(uid, gid); err != nil {
@@ -843,17 +859,17 @@ func dropBoundingSet() error {
 }
 
 // setLimits waits for the traced function to stop after its exec, has the
-// call's rlimits set on it (apply: by the main thread, see applyLimits) and
+// call's rlimits set on it (apply: by the limiter's thread) and
 // lets it go. It is called on the thread that started the function (its
 // tracer). It returns the function's status when the function ended before
 // that.
 //
 // With early (no uid of its own: the function's ids are the helper's from
 // the fork), the limits are set while the function execs, rlimits surviving
-// the exec, so that the main thread's wake-up costs the call nothing; they
+// the exec, so that the limiter's wake-up costs the call nothing; they
 // are on before it runs an instruction of its own all the same. With a uid,
-// the function takes it in the fork's child, and the main thread, as that
-// uid, waits for the stop, so that it sets them on a process of its ids.
+// the function takes it in the fork's child, and the limiter, as that uid,
+// waits for the stop, so that it sets them on a process of its ids.
 func setLimits(pid int, apply func(pid int) <-chan error, early bool) (int, *unix.WaitStatus, error) {
 	var applied <-chan error
 	if early {

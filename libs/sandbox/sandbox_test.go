@@ -873,6 +873,31 @@ func cmdline(pid int) string {
 	return strings.ReplaceAll(string(b), "\x00", " ")
 }
 
+// A call whose deadline ends while its helper is being handed it: the
+// helper may have started the function, so the call's directory (and uid)
+// go back only once the helper has ended, not when the caller is answered.
+// Here the helpers are stopped (SIGSTOP), so the handoff never completes
+// and the helper ends only when killed, stopGrace later.
+func TestCallStoppedDuringItsHandoffKeepsItsDirectoryUntilTheHelperEnds(t *testing.T) {
+	sb := open(t, "base", spec.Limits{})
+	for _, pid := range awaitWarmHelpers(t, 2) {
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	root := tempRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := fnexec.Run(ctx, []string{"/bin/cat"}, strings.NewReader("input\n"), fnexec.Options{Sandbox: sb, TempDir: root})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	left, err := os.ReadDir(root)
+	require.NoError(t, err)
+	assert.Len(t, left, 1, "the call's directory, kept while its helper may run its function")
+	require.Eventually(t, func() bool {
+		left, err := os.ReadDir(root)
+		return err == nil && len(left) == 0
+	}, 30*time.Second, 50*time.Millisecond, "the directory goes once the helper has ended")
+}
+
 // A call whose deadline has passed before it starts (it waited in a queue)
 // takes no warm helper: the same helpers serve the next calls.
 func TestCallOverBeforeItStartsTakesNoHelper(t *testing.T) {

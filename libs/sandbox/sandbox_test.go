@@ -762,6 +762,7 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 	}
 	for name, change := range changes {
 		t.Run(name, func(t *testing.T) {
+			awaitWarmHelpers(t, 0) // the last subtest's are gone
 			sb := open(t, "base", spec.Limits{})
 			helpers := awaitWarmHelpers(t, 2)
 			const show = `echo "$(ulimit -s) $(cat /proc/self/oom_score_adj)"`
@@ -787,6 +788,15 @@ func TestWarmHelperChangedWhileWaiting(t *testing.T) {
 				changed = helpers[1]
 			}
 			if !byFunction {
+				// The helpers waiting now (the refused attempt may have
+				// had one replaced): the one that did not run the
+				// last call is changed.
+				now := awaitWarmHelpers(t, 2)
+				require.Contains(t, now, unchanged)
+				changed = now[0]
+				if changed == unchanged {
+					changed = now[1]
+				}
 				cmd := exec.Command("/bin/bash", "-c", change)
 				cmd.Env = append(os.Environ(), "p="+strconv.Itoa(changed))
 				b, err := cmd.CombinedOutput()

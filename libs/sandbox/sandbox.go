@@ -525,7 +525,15 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 		return nil, err
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
-	cleanup := func() {
+	cleanup := func(h *warmHelper) {
+		if h != nil && h.unswept() {
+			// Its processes, if any are left, keep the uid: no later
+			// call gets it.
+			release = func() {}
+			if sp.UID >= 0 {
+				s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: its uid is not given to another call", "uid", sp.UID)
+			}
+		}
 		release()
 		p.Remove()
 	}
@@ -534,12 +542,11 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 		return nil, err // cleanup once the helper has ended what it started
 	}
 	if err != nil {
-		cleanup()
+		cleanup(nil)
 		return nil, err
 	}
 	st.Release = func(bool) {
-		release()
-		p.Remove()
+		cleanup(h)
 		if reuse {
 			s.warm.put(h)
 		} // else it served this call alone, and whoever waited for it reaped it

@@ -55,7 +55,15 @@ type warmHelper struct {
 	// call (it then ends, whether it answered or not), reaped once its
 	// process was waited for.
 	answered, stopped, reaped bool
+	// killed is set when its process was found ended by a signal (the
+	// runner's SIGKILL, say) rather than by its own exit: it may not have
+	// ended every process of its call.
+	killed bool
 }
+
+// unswept says whether the helper's call may have left processes running:
+// it neither answered nor exited by itself.
+func (h *warmHelper) unswept() bool { return !h.answered && h.killed }
 
 func newWarmPool(helper string, size int, log *slog.Logger) *warmPool {
 	p := &warmPool{helper: helper, size: max(size, 0), log: log, starts: make(chan chan<- startResult)}
@@ -94,10 +102,10 @@ func (p *warmPool) start() (*warmHelper, error) {
 //
 // When ctx ends during the handoff, the helper may have started the
 // function already: run then returns an error wrapping errHandoffStopped
-// and calls gone once the helper has ended that call's every process; the
-// call's uid and directory must wait for it. On any other error gone is
-// not called.
-func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool, gone func()) (*fnexec.Started, *warmHelper, error) {
+// and calls gone, with the helper, once it has ended that call's every
+// process; the call's uid and directory must wait for it. On any other
+// error gone is not called.
+func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool, gone func(*warmHelper)) (*fnexec.Started, *warmHelper, error) {
 	if len(encoded) > spec.MaxEncoded {
 		return nil, nil, fmt.Errorf("call of %d bytes (its environment and paths) over the sandbox's %d", len(encoded), spec.MaxEncoded)
 	}
@@ -126,7 +134,7 @@ func (p *warmPool) run(ctx context.Context, encoded []byte, reuse bool, gone fun
 			// killed).
 			go func() {
 				h.terminate()
-				gone()
+				gone(h)
 			}()
 			return nil, nil, fmt.Errorf("%w: handing the call to %s: %w", errHandoffStopped, p.helper, context.Cause(ctx))
 		}
@@ -353,7 +361,9 @@ func (h *warmHelper) wait() (syscall.WaitStatus, error) {
 	if err != nil {
 		return 0, err
 	}
-	return state.Sys().(syscall.WaitStatus), nil
+	ws := state.Sys().(syscall.WaitStatus)
+	h.killed = ws.Signaled()
+	return ws, nil
 }
 
 // terminate ends a helper that may be running a call the runner gave up
@@ -380,6 +390,8 @@ func (h *warmHelper) discard() {
 	_ = h.conn.Close()
 	if !h.reaped {
 		h.reaped = true
-		_, _ = h.proc.Wait()
+		if state, err := h.proc.Wait(); err == nil {
+			h.killed = state.Sys().(syscall.WaitStatus).Signaled()
+		}
 	}
 }

@@ -526,15 +526,14 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
 	cleanup := func(h *warmHelper) {
-		if h != nil && h.unswept() {
+		switch {
+		case h == nil || !h.unswept():
+			release()
+		case sp.UID >= 0:
 			// Its processes, if any are left, keep the uid: no later
 			// call gets it.
-			release = func() {}
-			if sp.UID >= 0 {
-				s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: its uid is not given to another call", "uid", sp.UID)
-			}
+			s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: its uid is not given to another call", "uid", sp.UID)
 		}
-		release()
 		p.Remove()
 	}
 	st, h, err := s.warm.run(ctx, sp.Encode(), reuse, cleanup)

@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -926,51 +925,32 @@ func TestKilledHelpersUIDIsNotReused(t *testing.T) {
 		_, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `setsid sleep 302 </dev/null >/dev/null 2>&1 & exec sleep 301`}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
 		done <- err
 	}()
-	var function, escapee []int
+	var function, escapee process
 	require.Eventually(t, func() bool {
-		function = processes(t, func(p process) bool { return p.cmdline == "sleep 301 " })
-		escapee = processes(t, func(p process) bool { return p.cmdline == "sleep 302 " })
-		return len(function) == 1 && len(escapee) == 1
+		function, escapee = process{}, process{}
+		processes(t, func(p process) bool {
+			switch p.cmdline {
+			case "sleep 301 ":
+				function = p
+			case "sleep 302 ":
+				escapee = p
+			}
+			return false
+		})
+		return function.pid > 0 && escapee.pid > 0
 	}, 10*time.Second, 10*time.Millisecond, "the function and its escapee run")
-	t.Cleanup(func() { _ = syscall.Kill(escapee[0], syscall.SIGKILL) })
-	helper := parentOf(t, function[0])
+	t.Cleanup(func() { _ = syscall.Kill(escapee.pid, syscall.SIGKILL) })
+	helper := function.ppid
 	require.NoError(t, syscall.Kill(helper, syscall.SIGSTOP))
 	t.Cleanup(func() { _ = syscall.Kill(helper, syscall.SIGKILL) })
 	require.ErrorIs(t, <-done, context.DeadlineExceeded)
-	require.True(t, alive(escapee[0]), "the stopped helper could not end the escapee")
-	leftover := uidOf(t, escapee[0])
+	require.True(t, alive(escapee.pid), "the stopped helper could not end the escapee")
+	leftover := escapee.uid
 	for range 3 {
 		res, err := run(t, sb, 10*time.Second, `id -u`)
 		require.NoError(t, err, "log: %s", res.Log)
 		assert.NotEqual(t, strconv.Itoa(leftover), out(res), "a later call got the uid of a leftover process")
 	}
-}
-
-// parentOf is pid's parent.
-func parentOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	require.NoError(t, err)
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	ppid, err := strconv.Atoi(fields[1])
-	require.NoError(t, err)
-	return ppid
-}
-
-// uidOf is pid's real uid.
-func uidOf(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			uid, err := strconv.Atoi(strings.Fields(rest)[0])
-			require.NoError(t, err)
-			return uid
-		}
-	}
-	t.Fatalf("no Uid line for %d", pid)
-	return 0
 }
 
 // A call whose deadline has passed before it starts (it waited in a queue)

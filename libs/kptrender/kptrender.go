@@ -459,20 +459,33 @@ func (r *renderer) readLocal(dir string) ([]*yaml.RNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, it := range local {
+	files, err := filesRead(dir, local)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range files {
+		r.read[filepath.Join(rel, p)] = true
+	}
+	r.list.Packages++
+	return local, nil
+}
+
+// filesRead are the files items were read from, relative to dir and
+// cleaned. kpt reads a file through a symbolic link, even one to outside
+// the package; here none may have been read through one.
+func filesRead(dir string, items []*yaml.RNode) ([]string, error) {
+	var files []string
+	for _, it := range items {
 		p, _, err := kioutil.GetFileAnnotations(it)
 		if err != nil {
 			return nil, err
 		}
-		// kpt reads a file through a symbolic link, even one to outside
-		// the package; here no file is read through one.
 		if err := noSymlinkBelow(dir, p); err != nil {
 			return nil, fmt.Errorf("reading package %s: %w", dir, err)
 		}
-		r.read[filepath.Join(rel, filepath.Clean(p))] = true
+		files = append(files, filepath.Clean(p))
 	}
-	r.list.Packages++
-	return local, nil
+	return files, nil
 }
 
 // runPipeline runs the Kptfile kf's pipeline, of the package at dir, on
@@ -655,18 +668,14 @@ func Eval(ctx context.Context, dir string, ev Evaluator, image string, config *y
 	if err != nil {
 		return nil, fmt.Errorf("reading package %s: %w", dir, err)
 	}
-	// The files read: none through a symbolic link, and the ones that may
-	// be pruned.
+	// The files read, the ones that may be pruned.
+	files, err := filesRead(dir, items)
+	if err != nil {
+		return nil, err
+	}
 	read := map[string]bool{}
-	for _, it := range items {
-		p, _, err := kioutil.GetFileAnnotations(it)
-		if err != nil {
-			return nil, err
-		}
-		if err := noSymlinkBelow(dir, p); err != nil {
-			return nil, fmt.Errorf("reading package %s: %w", dir, err)
-		}
-		read[filepath.Clean(p)] = true
+	for _, p := range files {
+		read[p] = true
 	}
 	list := &ResultList{APIVersion: "kpt.dev/v1", Kind: "FunctionResultList"}
 	list.Metadata.Name = "fnresults"

@@ -302,7 +302,7 @@ func (f *Flags) Open(ctx context.Context, log *slog.Logger) (*Sandbox, error) {
 	for _, fd := range report {
 		log.Info("sandbox layer", "layer", fd.Layer, "available", fd.Available, "used", slices.Contains(use, Layer(fd.Layer)), "detail", fd.Detail)
 	}
-	s := &Sandbox{helper: helper, warm: newWarmPool(helper, f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: readOnly, readWrite: readWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
+	s := &Sandbox{helper: helper, warm: newWarmPool(helper, slices.Contains(use, UserNS), f.WarmHelpers, log), starts: newStartsCounter(), layers: use, limits: f.Limits, memory: f.MemoryMax, cpuMillis: f.CPUMillis, dirBytes: f.DirBytes, pids: f.Limits.Processes, readOnly: readOnly, readWrite: readWrite, ports: f.ConnectPorts, anyPort: f.AnyConnect, report: report}
 	s.pre = newPrestartPool(f.PrestartedFunctions, log)
 	if slices.Contains(use, UID) {
 		s.uids = &uidPool{first: f.FirstUID}

@@ -28,8 +28,11 @@ import (
 // ahead of it (prestart.go) serves that call alone.
 type warmPool struct {
 	helper string
-	size   int
-	log    *slog.Logger
+	// namespaces is set when its calls are in namespaces of their own
+	// (the userns layer; spec.WarmNamespaces).
+	namespaces bool
+	size       int
+	log        *slog.Logger
 
 	// starts goes to the goroutine that starts every helper (see
 	// starter).
@@ -65,8 +68,8 @@ type warmHelper struct {
 // it neither answered nor exited by itself.
 func (h *warmHelper) unswept() bool { return !h.answered && h.killed }
 
-func newWarmPool(helper string, size int, log *slog.Logger) *warmPool {
-	p := &warmPool{helper: helper, size: max(size, 0), log: log, starts: make(chan chan<- startResult)}
+func newWarmPool(helper string, namespaces bool, size int, log *slog.Logger) *warmPool {
+	p := &warmPool{helper: helper, namespaces: namespaces, size: max(size, 0), log: log, starts: make(chan chan<- startResult)}
 	go p.starter()
 	p.refill()
 	return p
@@ -79,7 +82,7 @@ func newWarmPool(helper string, size int, log *slog.Logger) *warmPool {
 func (p *warmPool) starter() {
 	runtime.LockOSThread()
 	for reply := range p.starts {
-		h, err := startHelper(p.helper)
+		h, err := startHelper(p.helper, p.namespaces)
 		reply <- startResult{h, err}
 	}
 }
@@ -235,10 +238,10 @@ func (p *warmPool) close() {
 	}
 }
 
-// startHelper starts "helper -warm" with its end of a socket for its
-// calls on descriptor 4, and /dev/null on 0 to 3 until a call brings its
-// own.
-func startHelper(helper string) (*warmHelper, error) {
+// startHelper starts "helper -warm" (-warm-namespaces for calls in
+// namespaces) with its end of a socket for its calls on descriptor 4, and
+// /dev/null on 0 to 3 until a call brings its own.
+func startHelper(helper string, namespaces bool) (*warmHelper, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox helper socket: %w", err)
@@ -251,7 +254,11 @@ func startHelper(helper string) (*warmHelper, error) {
 		return nil, fmt.Errorf("sandbox helper: %w", err)
 	}
 	defer null.Close()
-	proc, err := os.StartProcess(helper, []string{"fnsandbox", spec.Warm}, &os.ProcAttr{
+	mode := spec.Warm
+	if namespaces {
+		mode = spec.WarmNamespaces
+	}
+	proc, err := os.StartProcess(helper, []string{"fnsandbox", mode}, &os.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
 		Files: []*os.File{null, null, null, null, theirs},

@@ -5,10 +5,12 @@
 //
 //  1. it becomes a child subreaper;
 //  2. one thread sets no_new_privs, empties its capability bounding set,
-//     applies the Landlock rules and starts the function from there, as the
-//     call's uid when one is given, in its own process group with SIGKILL as
-//     its parent-death signal; the helper's other threads stay unrestricted,
-//     so it can still end the call. The function starts traced: stopped at
+//     installs the seccomp filter (a warm helper does all three before its
+//     call comes), applies the Landlock rules and starts the function from
+//     there, as the call's uid when one is given, in its own process group
+//     with SIGKILL as its parent-death signal; the helper's other threads
+//     stay unrestricted, so it can still end the call. The function starts
+//     traced: stopped at
 //     its first instruction, it gets the call's rlimits (prlimit) and is let
 //     go, so the limits are the function's alone (a Go helper reserves more
 //     address space than a call may be allowed);
@@ -22,9 +24,10 @@
 // SIGCHLD, so a function whose exit only a tracer sees, or that left its
 // process group, cannot hold it.
 //
-// "fnsandbox -warm" starts before its calls and serves them one after
-// another on file descriptor 4 (see serve and spec.Warm). "fnsandbox -probe" prints which layers this
-// kernel and container allow.
+// "fnsandbox -warm" (or -warm-namespaces) starts before its calls and
+// serves them one after another on file descriptor 4 (see serve and
+// spec.Warm). "fnsandbox -probe" prints which layers this kernel and
+// container allow.
 package main
 
 import (
@@ -75,14 +78,16 @@ func main() {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fail(fmt.Errorf("child subreaper: %w", err))
 	}
-	if len(os.Args) == 2 && os.Args[1] == spec.Warm {
-		serve()
+	if len(os.Args) == 2 && (os.Args[1] == spec.Warm || os.Args[1] == spec.WarmNamespaces) {
+		serve(os.Args[1] == spec.WarmNamespaces)
 	}
 	s, err := spec.Parse(os.Args[1:])
 	if err != nil {
 		fail(err)
 	}
-	ws, _, err := run(s, newSignals(), newCallThread(reports, newLimiter()), "call-"+strconv.Itoa(os.Getpid()))
+	sig := newSignals()
+	thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func() (spec.Spec, error) { return s, nil })
+	_, ws, _, err := run(sig, thread)
 	if err != nil {
 		fail(err)
 	}
@@ -99,8 +104,10 @@ const callSocket = 4
 // call's descriptors are closed and every process of it reaped before the
 // answer goes out. A call that fails to start, is stopped (SIGTERM), or
 // whose runner closed the socket ends the helper as a helper of one call
-// ends.
-func serve() {
+// ends. Its calls are all in namespaces of their own (the userns layer),
+// or none is: each call's thread is restricted before the call comes as
+// those calls need (see restrictAhead).
+func serve(namespaces bool) {
 	// Nothing it inherited beyond its descriptors 0 to 4 reaches a
 	// function (a runner's parent may leave descriptors open on exec).
 	if err := closeOnExecFrom(callSocket + 1); err != nil {
@@ -115,48 +122,58 @@ func serve() {
 	if err != nil {
 		fail(err)
 	}
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fail(fmt.Errorf("opening /dev/null: %w", err))
+	}
 	sig := newSignals()
 	limits := newLimiter()
 	var buf callBuffers
 	for n := 1; ; n++ {
-		// The thread the call's restrictions go on is made while the
-		// helper waits.
-		thread := newCallThread(true, limits)
-		// Told to stop between calls (from outside: the runner stops
-		// calls only), or while it waits: it ends of it as it did
-		// before serving calls, so a call sent meanwhile fails as a
-		// stopped one and the runner's next call goes to another.
-		sig.waiting(true)
-		s, err := awaitCall(&buf)
-		// While it waited, a function running as its uid outside a pid
-		// namespace (no uid or userns layer) may have changed it: it
-		// refuses the call rather than pass that on.
-		if err == nil && s.UID < 0 && !s.Namespaces {
-			if changed := state.unchanged(own); changed != nil {
-				err = helperFault{changed}
+		// The thread that takes the next call, and carries its
+		// restrictions, is made while the helper waits.
+		next := func() (spec.Spec, error) {
+			// Told to stop between calls (from outside: the runner
+			// stops calls only), or while it waits: it ends of it as it
+			// did before serving calls, so a call sent meanwhile fails
+			// as a stopped one and the runner's next call goes to
+			// another.
+			sig.waiting(true)
+			s, err := awaitCall(&buf)
+			// While it waited, a function running as its uid outside a
+			// pid namespace (no uid or userns layer) may have changed
+			// it: it refuses the call rather than pass that on. What
+			// the function inherits is the process's and this
+			// thread's.
+			if err == nil && s.UID < 0 && !s.Namespaces {
+				if changed := state.unchanged(own); changed != nil {
+					err = helperFault{changed}
+				}
 			}
+			if err != nil {
+				refuse(err)
+			}
+			if _, err := unix.Write(callSocket, []byte(spec.Accepted)); err != nil {
+				os.Exit(0) // the runner is gone
+			}
+			sig.waiting(false)
+			return s, nil
 		}
-		if err != nil {
-			refuse(err)
-		}
-		if _, err := unix.Write(callSocket, []byte(spec.Accepted)); err != nil {
-			os.Exit(0) // the runner is gone
-		}
-		sig.waiting(false)
-		ws, stopped, err := run(s, sig, thread, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n))
+		thread := newCallThread(true, namespaces, limits, "call-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(n), next)
+		s, ws, stopped, err := run(sig, thread)
 		if err != nil {
 			fail(err)
 		}
 		// A call in a cgroup of its own moved the helper there and back:
 		// a helper whose move back failed, or whose memory was
 		// charged there, is not to serve another.
-		// Nor is one its function changed: ended now, it does not
-		// refuse the next call.
-		if stopped || s.Cgroup || !awaited() || state.unchanged(own) != nil {
+		// Nor is one its function changed, where it could (as above):
+		// ended now, it does not refuse the next call.
+		if stopped || s.Cgroup || !awaited() || (s.UID < 0 && !s.Namespaces && state.unchanged(own) != nil) {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
-		if err := endCall(); err != nil {
+		if err := endCall(null); err != nil {
 			fail(err)
 		}
 		if _, err := unix.Write(callSocket, spec.FormatExit(code)); err != nil {
@@ -229,21 +246,26 @@ func die(sig os.Signal) {
 	select {} // until it arrives
 }
 
-// started is what a callThread reports once the function started.
+// started is what a callThread reports once the function started, or
+// failed to.
 type started struct {
-	pid int
+	spec spec.Spec
+	// group is the call's cgroup when it has one (made before the
+	// function started, to be removed once the call has ended, whether
+	// the function started or not).
+	group *callCgroup
+	pid   int
 	// exited is set when the function ended before it was let go.
 	exited *unix.WaitStatus
 	err    error
 }
 
 // callThread is a goroutine locked to an OS thread of its own, which
-// carries a call's restrictions and is the function's parent (its
-// parent-death signal is tied to the thread): it stays alive until the
-// call is done, and then ends with the goroutine, restrictions and all
-// (never the main thread, which the runtime would keep: see init).
+// takes a call, carries the call's restrictions and is the function's
+// parent (its parent-death signal is tied to the thread): it stays alive
+// until the call is done, and then ends with the goroutine, restrictions
+// and all (never the main thread, which the runtime would keep: see init).
 type callThread struct {
-	spec    chan spec.Spec
 	started chan started
 	done    chan struct{}
 }
@@ -286,23 +308,98 @@ func (l *limiter) apply(pid int, s spec.Spec) <-chan error {
 	return done
 }
 
-// newCallThread makes the thread; it starts the function when run sends
-// it the spec.
-func newCallThread(reports bool, limits *limiter) *callThread {
-	t := &callThread{spec: make(chan spec.Spec), started: make(chan started, 1), done: make(chan struct{})}
+// newCallThread makes the thread: it restricts itself as far as it can
+// before the call comes (restrictAhead: calls in namespaces or not), takes
+// the call from next, prepares it (its cgroup named name) and starts the
+// function, and reports on started. The call's work between its coming
+// and the function's start is all on this thread: no other has to be
+// woken for it.
+func newCallThread(reports, namespaces bool, limits *limiter, name string, next func() (spec.Spec, error)) *callThread {
+	t := &callThread{started: make(chan started, 1), done: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread()
-		var s spec.Spec
-		select {
-		case s = <-t.spec:
-		case <-t.done: // the call failed before its start
+		ahead := restrictAhead(namespaces)
+		s, err := next()
+		if err != nil {
+			t.started <- started{err: err}
 			return
 		}
-		pid, exited, err := startRestricted(s, reports, func(pid int) <-chan error { return limits.apply(pid, s) })
-		t.started <- started{pid, exited, err}
+		t.started <- startCall(s, ahead, reports, limits, name)
 		<-t.done
 	}()
 	return t
+}
+
+// startCall prepares call s on the calling thread, which ahead says how
+// far it restricted already, and starts the function from it.
+func startCall(s spec.Spec, ahead restricted, reports bool, limits *limiter, name string) started {
+	st := started{spec: s}
+	if ahead.err != nil {
+		st.err = ahead.err
+		return st
+	}
+	if ahead.seccomp && s.Namespaces {
+		// The helper in the namespaces sets the limits, from a thread
+		// that must not have the filter.
+		st.err = errors.New("a warm helper for calls without namespaces got one in namespaces")
+		return st
+	}
+	if s.Inside {
+		if st.err = callMounts(s.PrivateDir, s.DirBytes); st.err != nil {
+			return st
+		}
+	}
+	// A warm helper starts in "/"; the one inside the call's namespaces
+	// inherits its working directory (and gets no WorkDir).
+	if s.WorkDir != "" {
+		if err := unix.Chdir(s.WorkDir); err != nil {
+			st.err = fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
+			return st
+		}
+	}
+	if s.UID >= 0 {
+		if st.err = giveToCall(s); st.err != nil {
+			return st
+		}
+	}
+	if s.Cgroup {
+		if st.group, st.err = newCallCgroup(name, cgroupLimits{memory: s.MemoryMax, pids: s.PidsMax, cpuMillis: s.CPUMillis}); st.err != nil {
+			return st
+		}
+	}
+	st.pid, st.exited, st.err = startRestricted(s, ahead, reports, func(pid int) <-chan error { return limits.apply(pid, s) })
+	return st
+}
+
+// restricted is how far a call's thread restricted itself before its call
+// came.
+type restricted struct {
+	// seccomp is set when the thread has the filter
+	// (denyPrlimitOfOthers).
+	seccomp bool
+	err     error
+}
+
+// restrictAhead restricts the calling thread as every call needs, so that
+// a warm helper's call does not wait for it: no_new_privs, an empty
+// capability bounding set and, unless the calls are in namespaces (their
+// helper inside does it), the seccomp filter. None of them keeps the thread
+// from preparing the call: its mounts, directory, the files it gives the
+// call's uid, its cgroup.
+func restrictAhead(namespaces bool) restricted {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return restricted{err: fmt.Errorf("no_new_privs: %w", err)}
+	}
+	if err := dropBoundingSet(); err != nil {
+		return restricted{err: err}
+	}
+	if namespaces {
+		return restricted{}
+	}
+	if err := denyPrlimitOfOthers(); err != nil {
+		return restricted{err: err}
+	}
+	return restricted{seccomp: true}
 }
 
 // closeOnExecFrom marks every descriptor from first on close-on-exec:
@@ -429,15 +526,10 @@ func placeCallDescriptor(fd, to int) error {
 	return unix.Dup3(fd, to, flag)
 }
 
-// endCall lets go of a call that has ended: its descriptors become
+// endCall lets go of a call that has ended: its descriptors become null,
 // /dev/null (so the runner sees the end of its pipes, and descriptors 0 to
 // 3 stay taken), and the working directory "/" again.
-func endCall() error {
-	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("ending the call: %w", err)
-	}
-	defer unix.Close(null)
+func endCall(null int) error {
 	for fd := 0; fd <= 3; fd++ {
 		if err := placeCallDescriptor(null, fd); err != nil {
 			return fmt.Errorf("ending the call: %w", err)
@@ -488,46 +580,24 @@ func exitCode(ws unix.WaitStatus) int {
 	return 125
 }
 
-// run starts the function as s says, waits for it or for a stop signal, and
-// ends everything left below the helper.
-func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.WaitStatus, stopped bool, err error) {
+// run waits for thread to start the function of call s, then for the
+// function or a stop signal, and ends everything left below the helper.
+func run(sig *signals, thread *callThread) (s spec.Spec, ws unix.WaitStatus, stopped bool, err error) {
 	defer close(thread.done)
 	// A SIGCHLD left from an earlier call only makes the reaper look once
 	// more.
 	children := sig.children
-	if s.Inside {
-		if err := callMounts(s.PrivateDir, s.DirBytes); err != nil {
-			return 0, false, err
-		}
-	}
-	// A warm helper starts in "/"; the one inside the call's namespaces
-	// inherits its working directory (and gets no WorkDir).
-	if s.WorkDir != "" {
-		if err := unix.Chdir(s.WorkDir); err != nil {
-			return 0, false, fmt.Errorf("entering the working directory %s: %w", s.WorkDir, err)
-		}
-	}
-	if s.UID >= 0 {
-		if err := giveToCall(s); err != nil {
-			return 0, false, err
-		}
-	}
-	var group *callCgroup
-	if s.Cgroup {
-		var err error
-		if group, err = newCallCgroup(name, cgroupLimits{memory: s.MemoryMax, pids: s.PidsMax, cpuMillis: s.CPUMillis}); err != nil {
-			return 0, false, err
-		}
-		defer group.remove()
-	}
-	thread.spec <- s
 	st := <-thread.started
-	r := &reaper{function: st.pid, group: group}
+	s = st.spec
+	if st.group != nil {
+		defer st.group.remove()
+	}
+	r := &reaper{function: st.pid, group: st.group}
 	if st.err != nil {
 		if st.pid > 0 {
 			r.sweep(children)
 		}
-		return 0, false, st.err
+		return s, 0, false, st.err
 	}
 	if st.exited != nil {
 		r.functionExited, r.status = true, *st.exited
@@ -541,9 +611,9 @@ func run(s spec.Spec, sig *signals, thread *callThread, name string) (ws unix.Wa
 	}
 	r.sweep(children)
 	if !r.functionExited {
-		return unix.WaitStatus(unix.SIGKILL), true, nil // stopped: it was killed
+		return s, unix.WaitStatus(unix.SIGKILL), true, nil // stopped: it was killed
 	}
-	return r.status, stopped, nil
+	return s, r.status, stopped, nil
 }
 
 // callMounts gives the call, in its own mount namespace, a /proc of its own
@@ -594,10 +664,11 @@ func giveToCall(s spec.Spec) error {
 	return nil
 }
 
-// startRestricted restricts the calling thread (locked to it): no_new_privs,
-// no capabilities to pass on, Landlock; and starts the function from it.
-func startRestricted(s spec.Spec, reports bool, apply func(pid int) <-chan error) (int, *unix.WaitStatus, error) {
-	pid, err := forkRestricted(s, reports)
+// startRestricted restricts the calling thread (locked to it) further, as
+// far as ahead has not: the seccomp filter, Landlock; and starts the
+// function from it.
+func startRestricted(s spec.Spec, ahead restricted, reports bool, apply func(pid int) <-chan error) (int, *unix.WaitStatus, error) {
+	pid, err := forkRestricted(s, ahead, reports)
 	if err != nil || s.Limits == (spec.Limits{}) || s.Namespaces {
 		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
@@ -670,21 +741,16 @@ func asRoot() error {
 	return nil
 }
 
-// forkRestricted restricts the calling thread and starts the function from
-// it, traced when it is to get rlimits.
-func forkRestricted(s spec.Spec, reports bool) (int, error) {
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return 0, fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := dropBoundingSet(); err != nil {
-		return 0, err
-	}
+// forkRestricted restricts the calling thread further (see
+// startRestricted) and starts the function from it, traced when it is to
+// get rlimits.
+func forkRestricted(s spec.Spec, ahead restricted, reports bool) (int, error) {
 	if s.Landlock && !s.Namespaces {
 		if err := restrictThread(s.ReadOnly, append([]string{s.PrivateDir}, s.ReadWrite...), s.ConnectPorts, s.AnyConnect); err != nil {
 			return 0, err
 		}
 	}
-	if !s.Namespaces {
+	if !s.Namespaces && !ahead.seccomp {
 		// In namespaces, the helper run there, the function's parent,
 		// does it.
 		if err := denyPrlimitOfOthers(); err != nil {

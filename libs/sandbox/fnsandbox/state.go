@@ -51,6 +51,32 @@ func openStateFiles() (*stateFiles, error) {
 
 // read reads the helper's state, and fails when its threads disagree.
 func (f *stateFiles) read() (helperState, error) {
+	st, err := f.process()
+	if err != nil {
+		return st, err
+	}
+	tids, err := f.threads()
+	if err != nil {
+		return st, err
+	}
+	first := true
+	for _, tid := range tids {
+		sched, ioprio, affinity, err := threadState(tid)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		if first {
+			st.sched, st.ioprio, st.affinity, first = sched, ioprio, affinity, false
+		} else if sched != st.sched || ioprio != st.ioprio || affinity != st.affinity {
+			return st, fmt.Errorf("thread %d of the helper has another scheduling, I/O priority or CPU affinity", tid)
+		}
+	}
+	return st, nil
+}
+
+// process reads the helper's state that is its process's: rlimits, OOM
+// score adjustment, cgroups.
+func (f *stateFiles) process() (helperState, error) {
 	var st helperState
 	for _, file := range []struct {
 		fd   int
@@ -65,32 +91,26 @@ func (f *stateFiles) read() (helperState, error) {
 		}
 		*file.into = string(f.buf[:n])
 	}
-	tids, err := f.threads()
-	if err != nil {
-		return st, err
-	}
-	first := true
-	for _, tid := range tids {
-		sched, err := unix.SchedGetAttr(tid, 0)
-		if err != nil {
-			continue // ended meanwhile
-		}
-		const ioprioWhoProcess = 1
-		ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
-		if errno != 0 {
-			continue
-		}
-		var affinity unix.CPUSet
-		if err := unix.SchedGetaffinity(tid, &affinity); err != nil {
-			continue
-		}
-		if first {
-			st.sched, st.ioprio, st.affinity, first = *sched, ioprio, affinity, false
-		} else if *sched != st.sched || ioprio != st.ioprio || affinity != st.affinity {
-			return st, fmt.Errorf("thread %d of the helper has another scheduling, I/O priority or CPU affinity", tid)
-		}
-	}
 	return st, nil
+}
+
+// threadState is thread tid's scheduling, I/O priority and CPU affinity;
+// tid 0 is the calling thread.
+func threadState(tid int) (unix.SchedAttr, uintptr, unix.CPUSet, error) {
+	var affinity unix.CPUSet
+	sched, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		return unix.SchedAttr{}, 0, affinity, err
+	}
+	const ioprioWhoProcess = 1
+	ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, uintptr(tid), 0)
+	if errno != 0 {
+		return unix.SchedAttr{}, 0, affinity, errno
+	}
+	if err := unix.SchedGetaffinity(tid, &affinity); err != nil {
+		return unix.SchedAttr{}, 0, affinity, err
+	}
+	return *sched, ioprio, affinity, nil
 }
 
 // threads lists the helper's thread ids.
@@ -116,11 +136,17 @@ func (f *stateFiles) threads() ([]int, error) {
 	}
 }
 
-// unchanged fails when the helper's state is no longer want.
+// unchanged fails when the helper's state is no longer want: its
+// process's, and the calling thread's, which is what a process it starts
+// inherits (a thread starts with its creator's; a call's thread checks
+// itself before it starts the function).
 func (f *stateFiles) unchanged(want helperState) error {
-	now, err := f.read()
+	now, err := f.process()
 	if err != nil {
 		return err
+	}
+	if now.sched, now.ioprio, now.affinity, err = threadState(0); err != nil {
+		return fmt.Errorf("reading the helper's state: %w", err)
 	}
 	if now != want {
 		return fmt.Errorf("the helper's limits, OOM score, cgroups or scheduling changed since it started")

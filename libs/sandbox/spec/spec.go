@@ -105,6 +105,11 @@ const Probe = "-probe"
 // when no call came).
 const Warm = "-warm"
 
+// WarmNamespaces is Warm for a helper whose calls are all in namespaces of
+// their own (Namespaces): it prepares for them ahead of each call, and
+// fails a call that is not.
+const WarmNamespaces = "-warm-namespaces"
+
 // Accepted is a warm helper's first answer to a call it runs.
 const Accepted = "accepted"
 

@@ -47,9 +47,11 @@ import (
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
 
-// init keeps the main goroutine on the main thread, so that no call's
-// thread is ever the main thread: a goroutine that ends locked to its
-// thread ends the thread too, except the main one, which the runtime keeps.
+// init keeps the main goroutine on the main thread for good, so that no
+// call's thread is ever the main thread: a goroutine that ends locked to
+// its thread ends the thread too, except the main one, which the runtime
+// keeps. A helper's work is on goroutines of its own (see main), not tied
+// to a thread: waking one takes no switch to a thread of its own.
 func init() { runtime.LockOSThread() }
 
 func main() {
@@ -78,20 +80,23 @@ func main() {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fail(fmt.Errorf("child subreaper: %w", err))
 	}
-	if len(os.Args) == 2 && (os.Args[1] == spec.Warm || os.Args[1] == spec.WarmNamespaces) {
-		serve(os.Args[1] == spec.WarmNamespaces)
-	}
-	s, err := spec.Parse(os.Args[1:])
-	if err != nil {
-		fail(err)
-	}
-	sig := newSignals()
-	thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func() (spec.Spec, error) { return s, nil })
-	_, ws, _, err := run(sig, thread)
-	if err != nil {
-		fail(err)
-	}
-	exitAs(ws)
+	go func() {
+		if len(os.Args) == 2 && (os.Args[1] == spec.Warm || os.Args[1] == spec.WarmNamespaces) {
+			serve(os.Args[1] == spec.WarmNamespaces)
+		}
+		s, err := spec.Parse(os.Args[1:])
+		if err != nil {
+			fail(err)
+		}
+		sig := newSignals()
+		thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func() (spec.Spec, error) { return s, nil })
+		_, ws, _, err := run(sig, thread)
+		if err != nil {
+			fail(err)
+		}
+		exitAs(ws)
+	}()
+	select {} // the helper's goroutine ends the process
 }
 
 // callSocket is a warm helper's descriptor for its calls (spec.Warm).
@@ -146,7 +151,7 @@ func serve(namespaces bool) {
 			// the function inherits is the process's and this
 			// thread's.
 			if err == nil && s.UID < 0 && !s.Namespaces {
-				if changed := state.unchanged(own); changed != nil {
+				if changed := state.unchanged(own, 0); changed != nil {
 					err = helperFault{changed}
 				}
 			}
@@ -168,8 +173,11 @@ func serve(namespaces bool) {
 		// a helper whose move back failed, or whose memory was
 		// charged there, is not to serve another.
 		// Nor is one its function changed, where it could (as above):
-		// ended now, it does not refuse the next call.
-		if stopped || s.Cgroup || !awaited() || (s.UID < 0 && !s.Namespaces && state.unchanged(own) != nil) {
+		// ended now, it does not refuse the next call. This looks at the
+		// process and its main thread, the one a function finds by its
+		// parent's pid (renice, taskset, ionice -p $PPID); a call's
+		// thread still checks itself.
+		if stopped || s.Cgroup || !awaited() || (s.UID < 0 && !s.Namespaces && state.unchanged(own, os.Getpid()) != nil) {
 			exitAs(ws)
 		}
 		code := exitCode(ws)
@@ -602,9 +610,13 @@ func run(sig *signals, thread *callThread) (s spec.Spec, ws unix.WaitStatus, sto
 	if st.exited != nil {
 		r.functionExited, r.status = true, *st.exited
 	}
+	exited, unwatch := watchExit(st.pid)
+	defer unwatch()
 	for !stopped && !r.reap() && !r.functionExited {
 		select {
 		case <-children:
+		case <-exited:
+			exited = nil // once: its exit may be a tracer's to see first
 		case <-sig.stop:
 			stopped = true
 		}

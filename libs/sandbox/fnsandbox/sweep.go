@@ -127,3 +127,47 @@ func parentOf(stat []byte) int {
 	}
 	return ppid
 }
+
+// watchExit returns a channel that is ready once process pid, a child of
+// the helper, has exited, and a function ending the watch. It wakes the
+// helper sooner than SIGCHLD, which reaches it through the runtime's signal
+// handling: the process's pidfd waits in the runtime's poller, whose
+// thread the kernel wakes itself. Without pidfds (Linux before 5.10) the
+// channel is never ready, and SIGCHLD alone wakes the helper.
+func watchExit(pid int) (<-chan struct{}, func()) {
+	if pid <= 0 {
+		return nil, func() {}
+	}
+	// The child is not reaped before the watch ends: pid is still its.
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, func() {}
+	}
+	f := os.NewFile(uintptr(fd), "function pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, func() {}
+	}
+	exited, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		// A pidfd is readable once its process has exited; it has
+		// nothing to read.
+		err := rc.Read(func(fd uintptr) bool {
+			ready := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(ready, 0)
+			if errors.Is(err, unix.EINTR) {
+				return false // the poller says when to look again
+			}
+			return err != nil || n > 0
+		})
+		if err == nil {
+			close(exited)
+		}
+	}()
+	return exited, func() {
+		f.Close() // ends a wait still going on
+		<-done
+	}
+}

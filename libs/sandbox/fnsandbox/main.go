@@ -685,7 +685,7 @@ func startRestricted(s spec.Spec, ahead restricted, reports bool, apply func(pid
 		// In namespaces, the helper run there sets the limits.
 		return pid, nil, err
 	}
-	return setLimits(pid, apply, s.UID < 0)
+	return setLimits(pid, apply)
 }
 
 // asCall gives the calling thread uid and gid as its real and effective ids,
@@ -705,8 +705,8 @@ func asCall(uid, gid int) error {
 // seccomp filter. Setting another user's rlimits takes CAP_SYS_RESOURCE,
 // which a container's root often lacks, or the same real ids: with uid >= 0
 // this thread takes the call's for that (asCall), keeping root as its saved
-// ones, and takes root back after; the function, stopped, can signal
-// nothing meanwhile.
+// ones, and takes root back after; the function, traced, runs nothing
+// before it stops after its exec, and so can signal nothing meanwhile.
 func applyLimits(pid int, l spec.Limits, uid, gid int) error {
 	if uid >= 0 {
 		if err := asCall(uid, gid); err != nil {
@@ -942,16 +942,20 @@ func dropBoundingSet() error {
 // tracer). It returns the function's status when the function ended before
 // that.
 //
-// With early (no uid of its own: the function's ids are the helper's from
-// the fork), the limits are set while the function execs, rlimits surviving
-// the exec, so that the limiter's wake-up costs the call nothing; they
-// are on before it runs an instruction of its own all the same. With a uid,
-// the function takes it in the fork's child, and the limiter, as that uid,
-// waits for the stop, so that it sets them on a process of its ids.
-func setLimits(pid int, apply func(pid int) <-chan error, early bool) (int, *unix.WaitStatus, error) {
-	var applied <-chan error
-	if early {
-		applied = apply(pid)
+// The limiter is asked as soon as the exec has begun, and sets the limits
+// while the function finishes it (rlimits survive the exec), so that its
+// wake-up costs the call little; they are on before the function runs an
+// instruction of its own all the same, as it stops first. By then the
+// function has its final ids: a uid of its own is taken in the fork's child,
+// before the exec, and the limiter takes it too (applyLimits) while the
+// function, traced, can run nothing, so can signal nothing.
+func setLimits(pid int, apply func(pid int) <-chan error) (int, *unix.WaitStatus, error) {
+	applied := apply(pid)
+	// Whatever happens, the limiter is done (and has its own ids back)
+	// before this returns.
+	failed := func(err error) (int, *unix.WaitStatus, error) {
+		<-applied
+		return pid, nil, err
 	}
 	var ws unix.WaitStatus
 	for {
@@ -960,28 +964,20 @@ func setLimits(pid int, apply func(pid int) <-chan error, early bool) (int, *uni
 			continue
 		}
 		if err != nil {
-			if applied != nil {
-				<-applied
-			}
-			return pid, nil, fmt.Errorf("waiting for the function to start: %w", err)
+			return failed(fmt.Errorf("waiting for the function to start: %w", err))
 		}
 		if !ws.Stopped() {
-			if applied != nil {
-				<-applied
-			}
+			<-applied
 			return pid, &ws, nil
 		}
 		if ws.StopSignal() != unix.SIGTRAP {
 			// A signal on the way to the function's exec: pass it on.
 			if err := unix.PtraceCont(pid, int(ws.StopSignal())); err != nil {
-				return pid, nil, fmt.Errorf("starting the function: %w", err)
+				return failed(fmt.Errorf("starting the function: %w", err))
 			}
 			continue
 		}
 		break
-	}
-	if applied == nil {
-		applied = apply(pid)
 	}
 	if err := <-applied; err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)

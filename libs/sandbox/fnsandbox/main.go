@@ -151,7 +151,7 @@ func serve(namespaces bool) {
 			// the function inherits is the process's and this
 			// thread's.
 			if err == nil && s.UID < 0 && !s.Namespaces {
-				if changed := state.unchanged(own, 0); changed != nil {
+				if changed := state.unchanged(own); changed != nil {
 					err = helperFault{changed}
 				}
 			}
@@ -171,13 +171,9 @@ func serve(namespaces bool) {
 		}
 		// A call in a cgroup of its own moved the helper there and back:
 		// a helper whose move back failed, or whose memory was
-		// charged there, is not to serve another.
-		// Nor is one its function changed, where it could (as above):
-		// ended now, it does not refuse the next call. This looks at the
-		// process and its main thread, the one a function finds by its
-		// parent's pid (renice, taskset, ionice -p $PPID); a call's
-		// thread still checks itself.
-		if stopped || s.Cgroup || !awaited() || (s.UID < 0 && !s.Namespaces && state.unchanged(own, os.Getpid()) != nil) {
+		// charged there, is not to serve another. (One its function
+		// changed refuses its next call, as above.)
+		if stopped || s.Cgroup || !awaited() {
 			exitAs(ws)
 		}
 		code := exitCode(ws)

@@ -137,15 +137,15 @@ func (f *stateFiles) threads() ([]int, error) {
 }
 
 // unchanged fails when the helper's state is no longer want: its
-// process's, and thread tid's (0: the calling thread's). A process it
-// starts inherits the process's and its parent thread's (a call's thread
-// checks itself before it starts the function).
-func (f *stateFiles) unchanged(want helperState, tid int) error {
+// process's, and the calling thread's. A process it starts inherits the
+// process's and its parent thread's: a call's thread checks itself before
+// it starts the function (another thread changed passes nothing on).
+func (f *stateFiles) unchanged(want helperState) error {
 	now, err := f.process()
 	if err != nil {
 		return err
 	}
-	if now.sched, now.ioprio, now.affinity, err = threadState(tid); err != nil {
+	if now.sched, now.ioprio, now.affinity, err = threadState(0); err != nil {
 		return fmt.Errorf("reading the helper's state: %w", err)
 	}
 	if now != want {

@@ -285,38 +285,50 @@ func startHelper(helper string, namespaces bool) (*warmHelper, error) {
 // (spec.Warm) until ctx ends. Without reuse the socket is closed after it,
 // so the helper serves this call alone.
 func (h *warmHelper) send(ctx context.Context, encoded []byte, reuse bool) (*fnexec.Started, error) {
-	var theirs, ours []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
+	// The helper's ends are bare descriptors, blocking, as a function
+	// expects its standard streams: they only pass through the socket. The
+	// runner's are non-blocking files in Go's poller.
+	var theirs []int
+	var ours []*os.File
+	defer func() {
+		for _, fd := range theirs {
+			unix.Close(fd)
+		}
+	}()
+	closeOurs := func() {
+		for _, f := range ours {
 			f.Close()
 		}
 	}
-	defer func() { closeAll(theirs) }()
 	// stdin (they read), stdout, stderr, reports (they write).
 	for i, theyRead := range []bool{true, false, false, false} {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(ours)
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			closeOurs()
 			return nil, fmt.Errorf("sandbox helper pipe %d: %w", i, err)
 		}
+		their, our := p[1], p[0]
 		if theyRead {
-			theirs, ours = append(theirs, r), append(ours, w)
-		} else {
-			theirs, ours = append(theirs, w), append(ours, r)
+			their, our = p[0], p[1]
 		}
+		theirs = append(theirs, their)
+		if err := unix.SetNonblock(our, true); err != nil {
+			unix.Close(our)
+			closeOurs()
+			return nil, fmt.Errorf("sandbox helper pipe %d: %w", i, err)
+		}
+		ours = append(ours, os.NewFile(uintptr(our), "sandbox helper pipe"))
 	}
-	fds := make([]int, len(theirs))
-	for i, f := range theirs {
-		fds[i] = int(f.Fd())
+	_, _, err := h.conn.WriteMsgUnix(encoded, unix.UnixRights(theirs...), nil)
+	for _, fd := range theirs {
+		unix.Close(fd)
 	}
-	_, _, err := h.conn.WriteMsgUnix(encoded, unix.UnixRights(fds...), nil)
-	closeAll(theirs)
 	theirs = nil
 	if err == nil {
 		err = h.accepted(ctx)
 	}
 	if err != nil {
-		closeAll(ours)
+		closeOurs()
 		return nil, err
 	}
 	st := &fnexec.Started{Process: h.proc, Stdin: ours[0], Stdout: ours[1], Stderr: ours[2], Reports: ours[3]}

@@ -5,24 +5,28 @@
 //
 //  1. it becomes a child subreaper;
 //  2. one thread sets no_new_privs, empties its capability bounding set,
-//     installs the seccomp filter (a warm helper does all three before its
-//     call comes), applies the Landlock rules and starts the function from
+//     installs the seccomp filter (not for calls in namespaces: the helper
+//     inside does), applies the Landlock rules and starts the function from
 //     there, as the call's uid when one is given, in its own process group
-//     with SIGKILL as its parent-death signal; the helper's other threads
+//     with SIGKILL as its parent-death signal; a warm helper's thread does
+//     all but Landlock before its call comes. The helper's other threads
 //     stay unrestricted, so it can still end the call. The function starts
-//     traced: stopped at
-//     its first instruction, it gets the call's rlimits (prlimit) and is let
-//     go, so the limits are the function's alone (a Go helper reserves more
-//     address space than a call may be allowed);
+//     traced: another thread sets the call's rlimits on it (prlimit) while
+//     it finishes its exec, and it is let go from its stop after the exec,
+//     so the limits are on before its first instruction, and are the
+//     function's alone (a Go helper reserves more address space than a call
+//     may be allowed);
 //  3. when the function exits, or the helper gets SIGTERM or SIGINT, it kills
 //     the function and its group, then every process left below it (a setsid
 //     escapee is reparented to the helper, found and killed), reaps them all,
 //     and exits as the function did: with its exit code, or, when a signal
 //     killed it, saying which on file descriptor 3.
 //
-// The helper never blocks on one process: every wait is WNOHANG, woken by
-// SIGCHLD, so a function whose exit only a tracer sees, or that left its
-// process group, cannot hold it.
+// Once the function runs, the helper never blocks on one process: every
+// wait is WNOHANG, woken by SIGCHLD or the function's pidfd, so a function
+// whose exit only a tracer sees, or that left its process group, cannot
+// hold it. (Before, the thread that started it waits for its stop after
+// the exec.)
 //
 // "fnsandbox -warm" (or -warm-namespaces) starts before its calls and
 // serves them one after another on file descriptor 4 (see serve and
@@ -89,7 +93,7 @@ func main() {
 			fail(err)
 		}
 		sig := newSignals()
-		thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func() (spec.Spec, error) { return s, nil })
+		thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func(restricted) (spec.Spec, error) { return s, nil })
 		_, ws, _, err := run(sig, thread)
 		if err != nil {
 			fail(err)
@@ -137,7 +141,7 @@ func serve(namespaces bool) {
 	for n := 1; ; n++ {
 		// The thread that takes the next call, and carries its
 		// restrictions, is made while the helper waits.
-		next := func() (spec.Spec, error) {
+		next := func(ahead restricted) (spec.Spec, error) {
 			// Told to stop between calls (from outside: the runner
 			// stops calls only), or while it waits: it ends of it as it
 			// did before serving calls, so a call sent meanwhile fails
@@ -154,6 +158,10 @@ func serve(namespaces bool) {
 				if changed := state.unchanged(own); changed != nil {
 					err = helperFault{changed}
 				}
+			}
+			// Nor does it take one its thread cannot start.
+			if err == nil {
+				err = ahead.takes(s)
 			}
 			if err != nil {
 				refuse(err)
@@ -318,12 +326,12 @@ func (l *limiter) apply(pid int, s spec.Spec) <-chan error {
 // function, and reports on started. The call's work between its coming
 // and the function's start is all on this thread: no other has to be
 // woken for it.
-func newCallThread(reports, namespaces bool, limits *limiter, name string, next func() (spec.Spec, error)) *callThread {
+func newCallThread(reports, namespaces bool, limits *limiter, name string, next func(restricted) (spec.Spec, error)) *callThread {
 	t := &callThread{started: make(chan started, 1), done: make(chan struct{})}
 	go func() {
 		runtime.LockOSThread()
 		ahead := restrictAhead(namespaces)
-		s, err := next()
+		s, err := next(ahead)
 		if err != nil {
 			t.started <- started{err: err}
 			return
@@ -338,14 +346,7 @@ func newCallThread(reports, namespaces bool, limits *limiter, name string, next 
 // far it restricted already, and starts the function from it.
 func startCall(s spec.Spec, ahead restricted, reports bool, limits *limiter, name string) started {
 	st := started{spec: s}
-	if ahead.err != nil {
-		st.err = ahead.err
-		return st
-	}
-	if ahead.seccomp && s.Namespaces {
-		// The helper in the namespaces sets the limits, from a thread
-		// that must not have the filter.
-		st.err = errors.New("a warm helper for calls without namespaces got one in namespaces")
+	if st.err = ahead.takes(s); st.err != nil {
 		return st
 	}
 	if s.Inside {
@@ -382,6 +383,19 @@ type restricted struct {
 	// (denyPrlimitOfOthers).
 	seccomp bool
 	err     error
+}
+
+// takes fails when a thread restricted as r cannot start call s.
+func (r restricted) takes(s spec.Spec) error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.seccomp && s.Namespaces {
+		// The helper in the namespaces sets the limits, from a thread
+		// that must not have the filter.
+		return errors.New("a helper for calls without namespaces (-warm) got one in namespaces")
+	}
+	return nil
 }
 
 // restrictAhead restricts the calling thread as every call needs, so that
@@ -606,8 +620,12 @@ func run(sig *signals, thread *callThread) (s spec.Spec, ws unix.WaitStatus, sto
 	if st.exited != nil {
 		r.functionExited, r.status = true, *st.exited
 	}
-	exited, unwatch := watchExit(st.pid)
-	defer unwatch()
+	var exited <-chan struct{}
+	if !r.functionExited { // else it is reaped already
+		var unwatch func()
+		exited, unwatch = watchExit(st.pid)
+		defer unwatch()
+	}
 	for !stopped && !r.reap() && !r.functionExited {
 		select {
 		case <-children:
@@ -939,20 +957,19 @@ func dropBoundingSet() error {
 // that.
 //
 // The limiter is asked as soon as the exec has begun, and sets the limits
-// while the function finishes it (rlimits survive the exec), so that its
-// wake-up costs the call little; they are on before the function runs an
+// while the function finishes it (the five set here survive the exec;
+// RLIMIT_STACK would not: the exec writes back the one it started with),
+// so that its wake-up costs the call little; they are on before the function runs an
 // instruction of its own all the same, as it stops first. By then the
 // function has its final ids: a uid of its own is taken in the fork's child,
 // before the exec, and the limiter takes it too (applyLimits) while the
 // function, traced, can run nothing, so can signal nothing.
 func setLimits(pid int, apply func(pid int) <-chan error) (int, *unix.WaitStatus, error) {
-	applied := apply(pid)
-	// Whatever happens, the limiter is done (and has its own ids back)
-	// before this returns.
-	failed := func(err error) (int, *unix.WaitStatus, error) {
-		<-applied
-		return pid, nil, err
-	}
+	// The limiter is done (and has its own ids back) before the function
+	// is waited for: a function that ended meanwhile is not reaped, so its
+	// pid is no other process's while the limiter uses it. Both come
+	// about together, so waiting for one first costs nothing.
+	limitsErr := <-apply(pid)
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -960,24 +977,23 @@ func setLimits(pid int, apply func(pid int) <-chan error) (int, *unix.WaitStatus
 			continue
 		}
 		if err != nil {
-			return failed(fmt.Errorf("waiting for the function to start: %w", err))
+			return pid, nil, fmt.Errorf("waiting for the function to start: %w", err)
 		}
 		if !ws.Stopped() {
-			<-applied
 			return pid, &ws, nil
 		}
 		if ws.StopSignal() != unix.SIGTRAP {
 			// A signal on the way to the function's exec: pass it on.
 			if err := unix.PtraceCont(pid, int(ws.StopSignal())); err != nil {
-				return failed(fmt.Errorf("starting the function: %w", err))
+				return pid, nil, fmt.Errorf("starting the function: %w", err)
 			}
 			continue
 		}
 		break
 	}
-	if err := <-applied; err != nil {
+	if limitsErr != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
-		return pid, nil, err
+		return pid, nil, limitsErr
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)

@@ -106,8 +106,8 @@ const Probe = "-probe"
 const Warm = "-warm"
 
 // WarmNamespaces is Warm for a helper whose calls are all in namespaces of
-// their own (Namespaces): it prepares for them ahead of each call, and
-// fails a call that is not.
+// their own (Namespaces): it prepares each call's thread ahead of the call
+// as those need. A Warm helper refuses a call in namespaces.
 const WarmNamespaces = "-warm-namespaces"
 
 // Accepted is a warm helper's first answer to a call it runs.

@@ -9,8 +9,12 @@ import (
 // Sniff is a cheap first look at a request body, for a hop that does not
 // read the ResourceList itself: it refuses what cannot be a ResourceList —
 // empty input, control characters, YAML without a top-level
-// "kind: ResourceList" — in one pass, keeping nothing of it. It accepts
-// JSON without looking further. What it refuses, Parse refuses too.
+// "kind: ResourceList" — in one pass, keeping nothing of it. The kind key
+// may be quoted and followed by spaces before its colon, and the input may
+// start with a byte order mark, as YAML allows. It accepts JSON, and a kind
+// whose value it cannot read on its line (a tag, an anchor, a block or flow
+// value, one on the next line), without looking further. What it refuses,
+// Parse refuses too.
 func Sniff(data []byte) error {
 	var s Sniffer
 	s.Write(data)
@@ -35,17 +39,28 @@ const maxKindLine = 256
 type Sniffer struct {
 	n        int64 // bytes seen
 	bad      error // first control character
+	bom      int   // bytes of a leading byte order mark seen
 	first    byte  // first byte that is not white space
 	midLine  bool  // not at the start of a line
 	kindLine []byte
 	inKind   bool // collecting a top-level "kind:" line
 	kind     []byte
 	kindSeen bool
+	// kindUnread is set when the kind's value is not on its line as a
+	// plain or quoted scalar: left to Parse.
+	kindUnread bool
 }
+
+// bom is UTF-8's byte order mark, which YAML allows at the start.
+const bom = "\xef\xbb\xbf"
 
 // Write never fails; the verdict waits for Close.
 func (s *Sniffer) Write(p []byte) (int, error) {
 	for i, c := range p {
+		if pos := s.n + int64(i); pos == int64(s.bom) && pos < int64(len(bom)) && c == bom[pos] {
+			s.bom++
+			continue // not content
+		}
 		if s.bad == nil && (c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f) {
 			s.bad = fmt.Errorf("%w: not YAML: control character at byte %d", ErrInvalid, s.n+int64(i))
 		}
@@ -62,7 +77,7 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 			}
 			s.midLine = false
 			continue
-		case !s.midLine && c == 'k':
+		case !s.midLine && (c == 'k' || c == '"' || c == '\''):
 			s.inKind, s.kindLine = true, s.kindLine[:0]
 		}
 		s.midLine = true
@@ -70,8 +85,8 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 			if len(s.kindLine) < maxKindLine {
 				s.kindLine = append(s.kindLine, c)
 			}
-			if len(s.kindLine) <= len("kind:") && !bytes.HasPrefix([]byte("kind:"), s.kindLine) {
-				s.inKind = false // a line that starts with k but is not "kind:"
+			if n := len(s.kindLine); n <= len(`"kind"`) && !kindKeyPrefix(s.kindLine) {
+				s.inKind = false // a line that starts as a kind key might but is not one
 			}
 		}
 	}
@@ -79,18 +94,44 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// endKind ends a line that began with "k"; it is the kind if it is "kind:".
+// kindKeys are the ways a top-level line can name the kind key.
+var kindKeys = [][]byte{[]byte("kind"), []byte(`"kind"`), []byte("'kind'")}
+
+// kindKeyPrefix says whether line, short, can still become a kind key.
+func kindKeyPrefix(line []byte) bool {
+	for _, k := range kindKeys {
+		if bytes.HasPrefix(k, line) || bytes.HasPrefix(line, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// endKind ends a line that began like a kind key; it is the kind if it is
+// one: the key, spaces, a colon.
 func (s *Sniffer) endKind() {
 	s.inKind = false
-	v, ok := bytes.CutPrefix(s.kindLine, []byte("kind:"))
+	var v []byte
+	for _, k := range kindKeys {
+		if rest, ok := bytes.CutPrefix(s.kindLine, k); ok {
+			v = bytes.TrimLeft(rest, " \t")
+			break
+		}
+	}
+	v, ok := bytes.CutPrefix(v, []byte(":"))
 	if !ok {
 		return
 	}
 	if i := bytes.Index(v, []byte(" #")); i >= 0 {
 		v = v[:i]
 	}
-	s.kind = bytes.Trim(bytes.TrimSpace(v), `"'`)
+	v = bytes.TrimSpace(v)
 	s.kindSeen = true
+	if len(v) == 0 || bytes.IndexByte([]byte("!&*|>[{"), v[0]) >= 0 {
+		s.kindUnread = true
+		return
+	}
+	s.kind = bytes.Trim(v, `"'`)
 }
 
 // Close gives the verdict on everything written.
@@ -109,6 +150,9 @@ func (s *Sniffer) Close() error {
 	}
 	if !s.kindSeen {
 		return fmt.Errorf("%w: no top-level kind: %s", ErrInvalid, Kind)
+	}
+	if s.kindUnread {
+		return nil // left to Parse
 	}
 	if string(s.kind) != Kind {
 		return fmt.Errorf("%w: kind is %q, want %q", ErrInvalid, s.kind, Kind)

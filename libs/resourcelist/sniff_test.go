@@ -23,6 +23,17 @@ func TestSniff(t *testing.T) {
 		{"kind after other k lines", "kinds: x\nkeep: 1\nkind: ResourceList\n", true},
 		{"kind at the very end, no newline", "items: []\nkind: ResourceList", true},
 		{"kind key without a colon", "kind\n", false},
+		{"spaces before the colon", "apiVersion: config.kubernetes.io/v1\nkind : ResourceList\nitems: []\n", true},
+		{"quoted key", "apiVersion: config.kubernetes.io/v1\n\"kind\": ResourceList\nitems: []\n", true},
+		{"single-quoted key and value", "apiVersion: config.kubernetes.io/v1\n'kind': 'ResourceList'\nitems: []\n", true},
+		{"byte order mark", "\xef\xbb\xbfkind: ResourceList\napiVersion: config.kubernetes.io/v1\nitems: []\n", true},
+		{"byte order mark, then JSON", "\xef\xbb\xbf{\"apiVersion\":\"config.kubernetes.io/v1\",\"kind\":\"ResourceList\",\"items\":[]}", true},
+		{"CRLF lines", "apiVersion: config.kubernetes.io/v1\r\nkind: ResourceList\r\nitems: []\r\n", true},
+		{"tagged kind", "apiVersion: config.kubernetes.io/v1\nkind: !!str ResourceList\nitems: []\n", true},
+		{"kind on the next line", "apiVersion: config.kubernetes.io/v1\nkind:\n  ResourceList\nitems: []\n", true},
+		{"quoted key, another kind", "\"kind\": ConfigMap\n", false},
+		{"a longer key", "kindness: ResourceList\n", false},
+		{"a byte order mark later is content", "kind: ResourceList\n\xef\xbb\xbf\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Sniff([]byte(tc.in))
@@ -39,10 +50,21 @@ func TestSniff(t *testing.T) {
 				serr := s.Close()
 				assert.Equal(t, err == nil, serr == nil, "cut at %d: Sniffer = %v, Sniff = %v", cut, serr, err)
 			}
-			// What Sniff refuses, Parse refuses too.
-			if _, perr := Parse([]byte(tc.in)); err != nil {
+			// What Sniff refuses, Parse refuses too; what it accepts with
+			// an apiVersion is a ResourceList.
+			_, perr := Parse([]byte(tc.in))
+			if err != nil {
 				assert.Error(t, perr, "Sniff refuses what Parse accepts")
+			} else if strings.Contains(tc.in, "apiVersion") {
+				assert.NoError(t, perr, "Parse")
 			}
+			// The byte-at-a-time worst case of a leading byte order
+			// mark split across pieces.
+			var s Sniffer
+			for i := range len(tc.in) {
+				s.Write([]byte{tc.in[i]})
+			}
+			assert.Equal(t, err == nil, s.Close() == nil, "byte by byte")
 		})
 	}
 }

@@ -88,6 +88,13 @@ func out(res *fnresult.Result) string {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
 func TestProbeFindsEveryLayer(t *testing.T) {
 	report, err := sandbox.Probe(context.Background(), helper(t))
 	require.NoError(t, err)
@@ -242,6 +249,28 @@ func TestHostileCasesByLayer(t *testing.T) {
 			script:    `for i in $(seq 20); do head -c 1048576 /dev/zero > $TMPDIR/f$i || exit 0; done; echo filled`,
 			stopped:   func(t *testing.T, output string, err error) bool { return output != "filled" },
 			stoppedBy: []string{"base,userns", "base,landlock,uid,userns"},
+		},
+		{
+			// Made in the runner's IPC namespace, a segment outlives the
+			// call, holding the node's limits and whatever it was given
+			// for a later call to read: the filter refuses System V IPC,
+			// and a call's own IPC namespace (userns) takes its objects
+			// with it.
+			name:   "leaves a System V shared memory segment behind",
+			script: `cat >/dev/null; ipcmk -M 4096 2>/dev/null | awk '{print $NF}'`,
+			stopped: func(t *testing.T, output string, err error) bool {
+				if output == "" {
+					return true // not made
+				}
+				for _, line := range strings.Split(readFile(t, "/proc/sysvipc/shm"), "\n")[1:] {
+					if f := strings.Fields(line); len(f) > 3 && f[1] == output && f[3] == "4096" {
+						_ = exec.Command("ipcrm", "-m", output).Run()
+						return false
+					}
+				}
+				return true
+			},
+			stoppedBy: []string{"base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"},
 		},
 		{
 			name:      "runs as root",

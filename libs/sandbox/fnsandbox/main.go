@@ -284,7 +284,7 @@ type callThread struct {
 
 // limiter is the helper's thread that sets a function's rlimits: not the
 // call's thread, whose seccomp filter refuses prlimit on another process
-// (denyPrlimitOfOthers), nor the main thread, the thread group's leader,
+// (installCallFilter), nor the main thread, the thread group's leader,
 // whose ids kill() checks while it has taken a call's (applyLimits).
 type limiter struct {
 	requests chan limitsRequest
@@ -380,7 +380,7 @@ func startCall(s spec.Spec, ahead restricted, reports bool, limits *limiter, nam
 // came.
 type restricted struct {
 	// seccomp is set when the thread has the filter
-	// (denyPrlimitOfOthers).
+	// (installCallFilter).
 	seccomp bool
 	err     error
 }
@@ -414,7 +414,7 @@ func restrictAhead(namespaces bool) restricted {
 	if namespaces {
 		return restricted{}
 	}
-	if err := denyPrlimitOfOthers(); err != nil {
+	if err := installCallFilter(); err != nil {
 		return restricted{err: err}
 	}
 	return restricted{seccomp: true}
@@ -779,7 +779,7 @@ func forkRestricted(s spec.Spec, ahead restricted, reports bool) (int, error) {
 	if !s.Namespaces && !ahead.seccomp {
 		// In namespaces, the helper run there, the function's parent,
 		// does it.
-		if err := denyPrlimitOfOthers(); err != nil {
+		if err := installCallFilter(); err != nil {
 			return 0, err
 		}
 	}

@@ -43,7 +43,7 @@ func baseFinding() (bool, string) {
 			errc <- fmt.Errorf("no_new_privs: %w", err)
 			return
 		}
-		errc <- denyPrlimitOfOthers()
+		errc <- installCallFilter()
 	}()
 	if err := <-errc; err != nil {
 		return false, err.Error()

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// seccompData is struct seccomp_data as a filter reads it on a
+// little-endian machine: nr, arch, the instruction pointer, then each
+// argument's low half and high half. The kernel's loads of 32-bit words are
+// in the machine's order, a packet filter machine's in network order: each
+// word is written in network order here, so that the test machine loads
+// the values the kernel would.
+func seccompData(arch, nr uint32, args ...uint64) []byte {
+	b := make([]byte, 64)
+	binary.BigEndian.PutUint32(b[0:], nr)
+	binary.BigEndian.PutUint32(b[4:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+	}
+	return b
+}
+
+// The filter's program, run by a BPF machine on the calls a function could
+// make: what it refuses, in every ABI of this architecture, and what it
+// lets through.
+func TestCallFilterProgram(t *testing.T) {
+	calls, err := filteredCalls()
+	require.NoError(t, err)
+	raw := filterProgram(calls)
+	insns := make([]bpf.Instruction, len(raw))
+	for i, r := range raw {
+		insns[i] = bpf.RawInstruction{Op: r.Code, Jt: r.Jt, Jf: r.Jf, K: r.K}.Disassemble()
+	}
+	vm, err := bpf.NewVM(insns)
+	require.NoError(t, err, "a valid program (jumps within it, ends in returns)")
+	judge := func(data []byte) uint32 {
+		out, err := vm.Run(data)
+		require.NoError(t, err)
+		return uint32(out)
+	}
+	const allow = unix.SECCOMP_RET_ALLOW
+	newLimit, oldLimit := uint64(0x7fff0000_1000), uint64(0x7fff0000_2000)
+	for arch, c := range calls {
+		for _, nr := range c.prlimit {
+			assert.Equal(t, deny, judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, newLimit, 0)), "arch %#x nr %d: another process's limit", arch, nr)
+			assert.Equal(t, deny, judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, 0x1000, 0)), "arch %#x nr %d: a pointer with a zero high half", arch, nr)
+			assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 0, unix.RLIMIT_NOFILE, newLimit, 0)), "arch %#x nr %d: its own limit", arch, nr)
+			assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, 0, oldLimit)), "arch %#x nr %d: reading another's", arch, nr)
+		}
+		for _, nr := range c.ipc {
+			assert.Equal(t, deny, judge(seccompData(arch, nr, 0, 4096, 0o600)), "arch %#x nr %d: IPC", arch, nr)
+		}
+		// Calls next to them are let through.
+		for _, nr := range []uint32{0, 1, 2, 59, 231, 500} {
+			if !contains(c.ipc, nr) && !contains(c.prlimit, nr) {
+				assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 1, 2, 3)), "arch %#x nr %d", arch, nr)
+			}
+		}
+	}
+	// Another ABI's calls are its block's, or allowed.
+	assert.Equal(t, uint32(allow), judge(seccompData(0x12345678, 302, 4242, 7, newLimit)))
+}
+
+func contains(nrs []uint32, nr uint32) bool {
+	for _, n := range nrs {
+		if n == nr {
+			return true
+		}
+	}
+	return false
+}

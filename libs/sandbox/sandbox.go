@@ -5,7 +5,9 @@
 //
 //   - base: no_new_privs; a seccomp filter refusing prlimit on another
 //     process (a function of the helper's uid lowering the helper's limits
-//     would stop it finding what the function left running); a child
+//     would stop it finding what the function left running), and System V
+//     IPC and POSIX message queues (whose objects would outlive the call);
+//     a child
 //     subreaper that kills and reaps every descendant at the end of a call,
 //     setsid escapees included; rlimits (address space, file size, open
 //     files, CPU); the private temp dir is fnexec's, removed after the

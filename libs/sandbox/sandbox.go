@@ -532,9 +532,19 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 		case h == nil || !h.unswept():
 			release()
 		case sp.UID >= 0:
-			// Its processes, if any are left, keep the uid: no later
-			// call gets it.
-			s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: its uid is not given to another call", "uid", sp.UID)
+			// What its function left runs as the call's uid: ended,
+			// the uid goes to later calls again; while one is left, the
+			// uid is kept from them.
+			go func() {
+				defer p.Remove()
+				if !endUID(sp.UID, leftoverRounds) {
+					s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes, and what is left of them could not be ended: its uid is not given to another call", "uid", sp.UID)
+					return
+				}
+				s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: the runner ended them by their uid", "uid", sp.UID)
+				release()
+			}()
+			return
 		}
 		p.Remove()
 	}
@@ -554,6 +564,10 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	}
 	return st, nil
 }
+
+// leftoverRounds bound endUID's rounds (10 ms apart) for what a killed
+// helper's call left running.
+const leftoverRounds = 100
 
 // functionKey names what makes two calls the same function's for a
 // process started ahead of time: the command line, environment and

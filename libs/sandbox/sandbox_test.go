@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -959,10 +960,10 @@ func TestCallStoppedDuringItsHandoffKeepsItsDirectoryUntilTheHelperEnds(t *testi
 
 // A helper that does not end its call when told to (stopped here, as a
 // helper swamped or stuck might be) is killed, and what its function left
-// running keeps running as the call's uid: that uid is not given to a later
-// call, which the leftover could otherwise reach (its private directory,
-// its processes).
-func TestKilledHelpersUIDIsNotReused(t *testing.T) {
+// running, outside its process group, runs on as the call's uid: the
+// runner ends it by that uid, and no later call gets the uid while it runs
+// (the leftover could reach its private directory, its processes).
+func TestKilledHelpersLeftoversAreEndedByUID(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("the uid layer needs root")
 	}
@@ -993,13 +994,27 @@ func TestKilledHelpersUIDIsNotReused(t *testing.T) {
 	require.NoError(t, syscall.Kill(helper, syscall.SIGSTOP))
 	t.Cleanup(func() { _ = syscall.Kill(helper, syscall.SIGKILL) })
 	require.ErrorIs(t, <-done, context.DeadlineExceeded)
-	require.True(t, alive(escapee.pid), "the stopped helper could not end the escapee")
 	leftover := escapee.uid
+	// Calls meanwhile never get the uid of a leftover still running.
 	for range 3 {
+		running := alive(escapee.pid)
 		res, err := run(t, sb, 10*time.Second, `id -u`)
 		require.NoError(t, err, "log: %s", res.Log)
-		assert.NotEqual(t, strconv.Itoa(leftover), out(res), "a later call got the uid of a leftover process")
+		if running {
+			assert.NotEqual(t, strconv.Itoa(leftover), out(res), "a later call got the uid of a leftover process")
+		}
 	}
+	require.Eventually(t, func() bool { return reapedOrGone(escapee.pid) }, 10*time.Second, 10*time.Millisecond, "the runner ended what the killed helper left")
+}
+
+// reapedOrGone says whether pid no longer runs: gone, or a zombie.
+func reapedOrGone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // A call whose deadline has passed before it starts (it waited in a queue)

@@ -11,13 +11,15 @@ import (
 )
 
 // endUID ends every process of uid, a call's own (the uid layer), that a
-// helper killed before it ended its call left running: it looks through
-// /proc and kills each, round after round, until none is left (it reports
-// true) or rounds have passed (false: one it cannot kill, or a fork bomb
-// outrunning it). A process is killed through a pidfd opened before its
-// owner is read again, so that a pid given meanwhile to a process of
-// another uid is never signalled. Zombies are not counted: they run
-// nothing, and whoever reaps them is not this.
+// helper killed before it ended its call left running, and reports whether
+// none is left, not even a zombie (which would still count against the
+// uid's process limit in a later call): it looks through /proc round after
+// round, kills each process of the uid, and reaps those whose parent the
+// runner has become (as PID 1 of its container, orphans come to it); the
+// others' parents reap them. It gives up after rounds (a process it may
+// not kill, a zombie no one reaps). Each process is signalled and reaped
+// through a pidfd opened before its owner is read again, so a pid given
+// meanwhile to another process is never touched.
 func endUID(uid, rounds int) bool {
 	for range rounds {
 		entries, err := os.ReadDir("/proc")
@@ -27,18 +29,31 @@ func endUID(uid, rounds int) bool {
 		left := 0
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
-			if err != nil || !runsAs(pid, uid) {
+			if err != nil {
+				continue
+			}
+			if _, ok := stateOf(pid, uid); !ok {
 				continue
 			}
 			fd, err := unix.PidfdOpen(pid, 0)
 			if err != nil {
 				continue // gone
 			}
-			// The pidfd is the process read now, or one that ended: a
-			// signal to the latter fails.
-			if runsAs(pid, uid) {
+			// The pidfd is the process read now, or one that has ended:
+			// a signal or a wait on the latter fails.
+			if st, ok := stateOf(pid, uid); ok {
 				left++
-				_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				switch st {
+				case running:
+					_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				case dead:
+					// Reaped here when the runner is its parent; else
+					// left to its parent, and counted until it is gone.
+					var info unix.Siginfo
+					if unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED|unix.WNOHANG, nil) == nil && info.Signo != 0 {
+						left--
+					}
+				}
 			}
 			unix.Close(fd)
 		}
@@ -50,26 +65,44 @@ func endUID(uid, rounds int) bool {
 	return false
 }
 
-// runsAs says whether process pid, not a zombie, has uid as its real uid.
-func runsAs(pid, uid int) bool {
+// procState is what endUID makes of a process.
+type procState int
+
+const (
+	// running: it runs, or its main thread has ended and another runs
+	// (a zombie leader with threads).
+	running procState = iota
+	// dead: a zombie, to be reaped.
+	dead
+)
+
+// stateOf reads process pid's state when its real uid is uid.
+func stateOf(pid, uid int) (procState, bool) {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return false
+		return 0, false
 	}
 	defer f.Close()
+	zombie, real, threads := false, -1, 0
 	sc := bufio.NewScanner(f)
-	zombie, real := false, -1
 	for sc.Scan() {
 		line := sc.Bytes()
 		if v, ok := bytes.CutPrefix(line, []byte("State:")); ok {
 			zombie = bytes.HasPrefix(bytes.TrimSpace(v), []byte("Z"))
-		}
-		if v, ok := bytes.CutPrefix(line, []byte("Uid:")); ok {
+		} else if v, ok := bytes.CutPrefix(line, []byte("Uid:")); ok {
 			if f := bytes.Fields(v); len(f) > 0 {
 				real, _ = strconv.Atoi(string(f[0]))
 			}
-			break // after State
+		} else if v, ok := bytes.CutPrefix(line, []byte("Threads:")); ok {
+			threads, _ = strconv.Atoi(string(bytes.TrimSpace(v)))
+			break // after State and Uid
 		}
 	}
-	return !zombie && real == uid
+	if real != uid {
+		return 0, false
+	}
+	if zombie && threads <= 1 {
+		return dead, true
+	}
+	return running, true
 }

@@ -530,15 +530,20 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	cleanup := func(h *warmHelper) {
 		switch {
 		case h == nil || !h.unswept():
+			p.Remove() // the uid's: gone before a later call gets the uid
 			release()
+			return
 		case sp.UID >= 0:
 			// What its function left runs as the call's uid: ended,
 			// the uid goes to later calls again; while one is left, the
 			// uid is kept from them.
 			go func() {
-				defer p.Remove()
-				if !endUID(sp.UID, leftoverRounds) {
-					s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes, and what is left of them could not be ended: its uid is not given to another call", "uid", sp.UID)
+				ended := endUID(sp.UID, leftoverRounds)
+				// The directory is the uid's: gone before a later call
+				// gets the uid.
+				p.Remove()
+				if !ended {
+					s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes, and what is left of them could not be ended or reaped: its uid is not given to another call", "uid", sp.UID)
 					return
 				}
 				s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes: the runner ended them by their uid", "uid", sp.UID)

@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -972,7 +971,14 @@ func TestKilledHelpersLeftoversAreEndedByUID(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `setsid sleep 302 </dev/null >/dev/null 2>&1 & exec sleep 301`}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+		// Two leftovers: an escapee, and one whose main thread has
+		// exited while another runs (a zombie to look at).
+		_, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `setsid sleep 302 </dev/null >/dev/null 2>&1 &
+setsid python3 -c '
+import ctypes, platform, threading, time
+threading.Thread(target=time.sleep, args=(302,)).start()
+ctypes.CDLL(None).syscall(60 if platform.machine() == "x86_64" else 93, 0)' </dev/null >/dev/null 2>&1 &
+exec sleep 301`}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
 		done <- err
 	}()
 	var function, escapee process
@@ -990,6 +996,17 @@ func TestKilledHelpersLeftoversAreEndedByUID(t *testing.T) {
 		return function.pid > 0 && escapee.pid > 0
 	}, 10*time.Second, 10*time.Millisecond, "the function and its escapee run")
 	t.Cleanup(func() { _ = syscall.Kill(escapee.pid, syscall.SIGKILL) })
+	var threaded int
+	require.Eventually(t, func() bool {
+		for _, pid := range processesOf(t, escapee.uid) {
+			if zombieWithThreads(pid) {
+				threaded = pid
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the leftover whose main thread exited runs")
+	t.Cleanup(func() { _ = syscall.Kill(threaded, syscall.SIGKILL) })
 	helper := function.ppid
 	require.NoError(t, syscall.Kill(helper, syscall.SIGSTOP))
 	t.Cleanup(func() { _ = syscall.Kill(helper, syscall.SIGKILL) })
@@ -1004,17 +1021,18 @@ func TestKilledHelpersLeftoversAreEndedByUID(t *testing.T) {
 			assert.NotEqual(t, strconv.Itoa(leftover), out(res), "a later call got the uid of a leftover process")
 		}
 	}
-	require.Eventually(t, func() bool { return reapedOrGone(escapee.pid) }, 10*time.Second, 10*time.Millisecond, "the runner ended what the killed helper left")
+	require.Eventually(t, func() bool { return len(processesOf(t, leftover)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the runner ended what the killed helper left (zombies reaped too)")
 }
 
-// reapedOrGone says whether pid no longer runs: gone, or a zombie.
-func reapedOrGone(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// zombieWithThreads says whether pid is a zombie whose other threads run.
+func zombieWithThreads(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return true
+		return false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+	status := string(b)
+	return strings.Contains(status, "\nState:\tZ") && !strings.Contains(status, "\nThreads:\t1\n")
 }
 
 // A call whose deadline has passed before it starts (it waited in a queue)

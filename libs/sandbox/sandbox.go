@@ -6,7 +6,8 @@
 //   - base: no_new_privs; a seccomp filter refusing prlimit on another
 //     process (a function of the helper's uid lowering the helper's limits
 //     would stop it finding what the function left running), and System V
-//     IPC and POSIX message queues (whose objects would outlive the call);
+//     IPC and the POSIX message queue calls (whose objects would outlive
+//     the call; files in /dev/mqueue, /dev/shm or /tmp are landlock's);
 //     a child
 //     subreaper that kills and reaps every descendant at the end of a call,
 //     setsid escapees included; rlimits (address space, file size, open

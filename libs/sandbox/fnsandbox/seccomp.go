@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -51,8 +54,11 @@ func filteredCalls() (map[uint32]abiCalls, error) {
 		ipc = append(ipc, span(240, 245)...)
 		withX32 := append([]uint32(nil), ipc...)
 		for _, nr := range ipc {
-			withX32 = append(withX32, x32|nr)
+			if nr != 244 { // mq_notify is x32's 527
+				withX32 = append(withX32, x32|nr)
+			}
 		}
+		withX32 = append(withX32, x32|527)
 		return map[uint32]abiCalls{
 			unix.AUDIT_ARCH_X86_64: {prlimit: []uint32{302, x32 | 302}, ipc: withX32},
 			// ipc, mq_ calls, the direct System V calls, the time64
@@ -101,8 +107,8 @@ func installCallFilter() error {
 // "allow" for calls of other ABIs.
 func filterProgram(calls map[uint32]abiCalls) []unix.SockFilter {
 	var prog []unix.SockFilter
-	for arch, c := range calls {
-		prog = append(prog, abiBlock(arch, c)...)
+	for _, arch := range slices.Sorted(maps.Keys(calls)) {
+		prog = append(prog, abiBlock(arch, calls[arch])...)
 	}
 	return append(prog, ret(unix.SECCOMP_RET_ALLOW))
 }
@@ -118,6 +124,9 @@ func ret(k uint32) unix.SockFilter { return stmt(unix.BPF_RET|unix.BPF_K, k) }
 
 // jeq jumps jt instructions ahead when the accumulator is k, else jf.
 func jeq(k uint32, jt, jf int) unix.SockFilter {
+	if jt > math.MaxUint8 || jf > math.MaxUint8 {
+		panic(fmt.Sprintf("seccomp filter: a jump of %d or %d instructions", jt, jf)) // a block grew too long
+	}
 	return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k, Jt: uint8(jt), Jf: uint8(jf)}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/binary"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,15 +53,20 @@ func TestCallFilterProgram(t *testing.T) {
 		for _, nr := range c.prlimit {
 			assert.Equal(t, deny, judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, newLimit, 0)), "arch %#x nr %d: another process's limit", arch, nr)
 			assert.Equal(t, deny, judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, 0x1000, 0)), "arch %#x nr %d: a pointer with a zero high half", arch, nr)
+			assert.Equal(t, deny, judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, 0x7fff_00000000, 0)), "arch %#x nr %d: a pointer with a zero low half", arch, nr)
 			assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 0, unix.RLIMIT_NOFILE, newLimit, 0)), "arch %#x nr %d: its own limit", arch, nr)
 			assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 4242, unix.RLIMIT_NOFILE, 0, oldLimit)), "arch %#x nr %d: reading another's", arch, nr)
 		}
 		for _, nr := range c.ipc {
 			assert.Equal(t, deny, judge(seccompData(arch, nr, 0, 4096, 0o600)), "arch %#x nr %d: IPC", arch, nr)
 		}
-		// Calls next to them are let through.
-		for _, nr := range []uint32{0, 1, 2, 59, 231, 500} {
-			if !contains(c.ipc, nr) && !contains(c.prlimit, nr) {
+		// Calls next to them, and others, are let through.
+		var others []uint32
+		for _, nr := range append(slices.Clone(c.ipc), c.prlimit...) {
+			others = append(others, nr-1, nr+1)
+		}
+		for _, nr := range append(others, 0, 1, 2, 59, 231) {
+			if !slices.Contains(c.ipc, nr) && !slices.Contains(c.prlimit, nr) {
 				assert.Equal(t, uint32(allow), judge(seccompData(arch, nr, 1, 2, 3)), "arch %#x nr %d", arch, nr)
 			}
 		}
@@ -68,11 +75,20 @@ func TestCallFilterProgram(t *testing.T) {
 	assert.Equal(t, uint32(allow), judge(seccompData(0x12345678, 302, 4242, 7, newLimit)))
 }
 
-func contains(nrs []uint32, nr uint32) bool {
-	for _, n := range nrs {
-		if n == nr {
-			return true
-		}
+// The native ABI's numbers are the system's own.
+func TestCallFilterNativeNumbers(t *testing.T) {
+	calls, err := filteredCalls()
+	require.NoError(t, err)
+	native := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	c, ok := calls[native]
+	require.True(t, ok, "a block for the native ABI")
+	assert.Contains(t, c.prlimit, uint32(unix.SYS_PRLIMIT64))
+	for _, nr := range []uintptr{
+		unix.SYS_SHMGET, unix.SYS_SHMAT, unix.SYS_SHMCTL, unix.SYS_SHMDT,
+		unix.SYS_SEMGET, unix.SYS_SEMOP, unix.SYS_SEMCTL, unix.SYS_SEMTIMEDOP,
+		unix.SYS_MSGGET, unix.SYS_MSGSND, unix.SYS_MSGRCV, unix.SYS_MSGCTL,
+		unix.SYS_MQ_OPEN, unix.SYS_MQ_UNLINK, unix.SYS_MQ_TIMEDSEND, unix.SYS_MQ_TIMEDRECEIVE, unix.SYS_MQ_NOTIFY, unix.SYS_MQ_GETSETATTR,
+	} {
+		assert.Contains(t, c.ipc, uint32(nr))
 	}
-	return false
 }

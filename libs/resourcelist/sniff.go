@@ -40,8 +40,14 @@ type Sniffer struct {
 	n        int64 // bytes seen
 	bad      error // first control character
 	bom      int   // bytes of a leading byte order mark seen
-	first    byte  // first byte that is not white space
-	midLine  bool  // not at the start of a line
+	first    byte  // first byte of content (see noteFirst)
+	// Before the first content: firstMid is set past a line's start,
+	// firstSkip in a comment or directive line, firstDashes counts a
+	// line's leading dashes (a document start marker, or a sequence).
+	firstMid    bool
+	firstSkip   bool
+	firstDashes int
+	midLine     bool // not at the start of a line
 	kindLine []byte
 	inKind   bool // collecting a top-level "kind:" line
 	kind     []byte
@@ -64,14 +70,14 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 		if s.bad == nil && (c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f) {
 			s.bad = fmt.Errorf("%w: not YAML: control character at byte %d", ErrInvalid, s.n+int64(i))
 		}
-		if s.first == 0 && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			s.first = c
+		if s.first == 0 {
+			s.noteFirst(c)
 		}
 		if s.kindSeen {
 			continue
 		}
 		switch {
-		case c == '\n':
+		case c == '\n' || c == '\r':
 			if s.inKind {
 				s.endKind()
 			}
@@ -92,6 +98,36 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 	}
 	s.n += int64(len(p))
 	return len(p), nil
+}
+
+// noteFirst looks for the first byte of content, past white space, comment
+// and directive lines, and a document start marker ("---").
+func (s *Sniffer) noteFirst(c byte) {
+	switch {
+	case c == '\n' || c == '\r':
+		if s.firstDashes == 1 || s.firstDashes == 2 {
+			s.first = '-' // "-" or "--": content
+			return
+		}
+		s.firstMid, s.firstSkip, s.firstDashes = false, false, 0
+	case s.firstSkip:
+	case c == ' ' || c == '\t':
+		switch s.firstDashes {
+		case 1, 2:
+			s.first = '-' // a sequence's entry
+		case 3:
+			s.firstDashes = 0 // the marker; content may follow on its line
+		}
+		s.firstMid = true
+	case s.firstDashes == 3 || (s.firstDashes > 0 && c != '-'):
+		s.first = '-' // "---x", "-x": content
+	case !s.firstMid && c == '-':
+		s.firstDashes++
+	case c == '#' || !s.firstMid && c == '%':
+		s.firstSkip = true // a comment (after white space), a directive
+	default:
+		s.first = c
+	}
 }
 
 // kindKeys are the ways a top-level line can name the kind key.
@@ -122,8 +158,12 @@ func (s *Sniffer) endKind() {
 	if !ok {
 		return
 	}
-	if i := bytes.Index(v, []byte(" #")); i >= 0 {
-		v = v[:i]
+	// A comment starts at a "#" after white space.
+	for i := 1; i < len(v); i++ {
+		if v[i] == '#' && (v[i-1] == ' ' || v[i-1] == '\t') {
+			v = v[:i]
+			break
+		}
 	}
 	v = bytes.TrimSpace(v)
 	s.kindSeen = true
@@ -139,11 +179,14 @@ func (s *Sniffer) Close() error {
 	if s.bad != nil {
 		return s.bad
 	}
+	if s.first == 0 && (s.firstDashes == 1 || s.firstDashes == 2) {
+		s.first = '-'
+	}
 	if s.first == 0 {
 		return fmt.Errorf("%w: empty input", ErrInvalid)
 	}
-	if s.first == '{' || s.first == '[' {
-		return nil // JSON or a flow mapping: left to Parse
+	if s.first == '{' || s.first == '[' || s.first == '!' || s.first == '&' {
+		return nil // JSON, a flow mapping, a tagged or anchored document: left to Parse
 	}
 	if s.inKind {
 		s.endKind()

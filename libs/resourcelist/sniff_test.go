@@ -34,6 +34,19 @@ func TestSniff(t *testing.T) {
 		{"quoted key, another kind", "\"kind\": ConfigMap\n", false},
 		{"a longer key", "kindness: ResourceList\n", false},
 		{"a byte order mark later is content", "kind: ResourceList\n\xef\xbb\xbf\n", true},
+		{"tab before a comment", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\t# c\nitems: []\n", true},
+		{"quoted, tab before a comment", "apiVersion: config.kubernetes.io/v1\nkind: \"ResourceList\"\t# c\nitems: []\n", true},
+		{"CR line ends", "apiVersion: config.kubernetes.io/v1\rkind: ResourceList\ritems: []\r", true},
+		{"document start, then JSON", "--- {\"apiVersion\":\"config.kubernetes.io/v1\",\"kind\":\"ResourceList\",\"items\":[]}", true},
+		{"comment, then JSON", "# made by hand\n{\"apiVersion\":\"config.kubernetes.io/v1\",\"kind\":\"ResourceList\",\"items\":[]}", true},
+		{"directive, document start, flow mapping", "%YAML 1.1\n--- {apiVersion: config.kubernetes.io/v1, kind: ResourceList, items: []}\n", true},
+		{"tagged flow mapping", "!!map {apiVersion: config.kubernetes.io/v1, kind: ResourceList, items: []}\n", true},
+		{"document start, block mapping", "---\napiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n", true},
+		{"document start, comment, block mapping", "--- # one\napiVersion: config.kubernetes.io/v1\nkind: ResourceList\n", true},
+		{"a sequence", "- kind: ResourceList\n", false},
+		{"a dash alone", "-", false},
+		{"a marker alone", "---\n", false},
+		{"a comment alone", "# kind: ResourceList\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Sniff([]byte(tc.in))
@@ -82,6 +95,8 @@ func BenchmarkSniff(b *testing.B) {
 func FuzzSniff(f *testing.F) {
 	f.Add([]byte("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems: []\n"))
 	f.Add([]byte("kind: ConfigMap\n"))
+	f.Add([]byte("\xef\xbb\xbf--- # c\n\"kind\" : 'ResourceList'\t# c\r"))
+	f.Add([]byte("%YAML 1.1\n--- {kind: ResourceList}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := Sniff(data)
 		var s Sniffer

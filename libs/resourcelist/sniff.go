@@ -37,10 +37,10 @@ const maxKindLine = 256
 // pipe): Write each piece in order, then Close gives the verdict. The zero
 // value is ready to use.
 type Sniffer struct {
-	n        int64 // bytes seen
-	bad      error // first control character
-	bom      int   // bytes of a leading byte order mark seen
-	first    byte  // first byte of content (see noteFirst)
+	n     int64 // bytes seen
+	bad   error // first control character
+	bom   int   // bytes of a leading byte order mark seen
+	first byte  // first byte of content (see noteFirst)
 	// Before the first content: firstMid is set past a line's start,
 	// firstSkip in a comment or directive line, firstDashes counts a
 	// line's leading dashes (a document start marker, or a sequence).
@@ -48,10 +48,10 @@ type Sniffer struct {
 	firstSkip   bool
 	firstDashes int
 	midLine     bool // not at the start of a line
-	kindLine []byte
-	inKind   bool // collecting a top-level "kind:" line
-	kind     []byte
-	kindSeen bool
+	kindLine    []byte
+	inKind      bool // collecting a top-level "kind:" line
+	kind        []byte
+	kindSeen    bool
 	// kindUnread is set when the kind's value is not on its line as a
 	// plain or quoted scalar: left to Parse.
 	kindUnread bool

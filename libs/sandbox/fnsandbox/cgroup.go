@@ -211,16 +211,33 @@ func (c *callCgroup) kill() int {
 }
 
 // remove moves the helper back to its own cgroups and removes the call's
-// (empty by then: every process of the call was reaped).
+// (empty by then: every process of the call was reaped). A cgroup whose
+// last processes are still being torn down by the kernel is busy for a
+// moment: it tries again for up to removeWait.
 func (c *callCgroup) remove() {
+	pid := []byte(strconv.Itoa(os.Getpid()))
 	for i, dir := range c.dirs {
-		_ = os.WriteFile(filepath.Join(c.origins[i], "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
-		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
-			fmt.Fprintf(os.Stderr, "fnsandbox: removing cgroup %s: %v\n", dir, err)
+		deadline := time.Now().Add(removeWait)
+		for {
+			err := os.WriteFile(filepath.Join(c.origins[i], "cgroup.procs"), pid, 0)
+			if err == nil {
+				err = unix.Rmdir(dir)
+			}
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "fnsandbox: removing cgroup %s: %v\n", dir, err)
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	c.dirs = nil
 }
+
+// removeWait bounds how long remove waits for a busy cgroup.
+const removeWait = time.Second
 
 // staleAfter is the age from which a call cgroup holding no process is
 // another helper's leftover: a call's cgroup holds its helper from a

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"time"
@@ -36,8 +37,14 @@ func endUID(uid, rounds int) bool {
 				continue
 			}
 			fd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
+			if errors.Is(err, unix.ESRCH) {
 				continue // gone
+			}
+			if err != nil {
+				// No pidfds (an old kernel, a seccomp profile): it
+				// cannot be killed safely, so the uid stays kept.
+				left++
+				continue
 			}
 			// The pidfd is the process read now, or one that has ended:
 			// a signal or a wait on the latter fails.

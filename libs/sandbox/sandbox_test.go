@@ -764,19 +764,34 @@ print("end")'`)
 					}
 					awaitWarmHelpers(t, 2)
 				}
-				helpers = warmHelpers(t)
 			}
 
 			// A stopped call's helper is not trusted with another: it
-			// ends, and another takes its place.
-			_, err = run(t, sb, 500*time.Millisecond, `sleep 300`)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
+			// ends, and another takes its place. The call is stopped
+			// once its function runs (a deadline could end it before it
+			// reached a helper on a loaded machine), and its helper is
+			// found from its function: one of those waiting, or one
+			// started for it.
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			stopped := make(chan error, 1)
+			go func() {
+				_, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", `exec sleep 300`}, strings.NewReader("input\n"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+				stopped <- err
+			}()
+			var busy int
+			require.Eventually(t, func() bool {
+				busy = servingHelper(t, "sleep 300 ")
+				return busy > 0
+			}, 30*time.Second, 10*time.Millisecond, "the call to be stopped runs")
+			cancel()
+			require.ErrorIs(t, <-stopped, context.Canceled)
 			res, err := run(t, sb, 10*time.Second, `cat`)
 			require.NoError(t, err)
 			assert.Equal(t, "input", out(res))
 			require.Eventually(t, func() bool {
 				now := warmHelpers(t)
-				return len(now) == 2 && !(slices.Contains(now, helpers[0]) && slices.Contains(now, helpers[1]))
+				return len(now) == 2 && !slices.Contains(now, busy)
 			}, 10*time.Second, 10*time.Millisecond, "the stopped call's helper was replaced")
 
 			// Told to stop from outside while it waits, a helper ends,
@@ -908,6 +923,28 @@ func TestWarmHelperStoppedWhileWaiting(t *testing.T) {
 func warmHelpers(t *testing.T) []int {
 	t.Helper()
 	return processes(t, func(p process) bool { return p.ppid == os.Getpid() && strings.Contains(p.cmdline, spec.Warm) })
+}
+
+// servingHelper is the warm helper whose call runs a process of cmdline
+// (its child, or, in namespaces, its inner helper's), or 0.
+func servingHelper(t *testing.T, cmdline string) int {
+	t.Helper()
+	parents := map[int]int{}
+	var fn int
+	processes(t, func(p process) bool {
+		parents[p.pid] = p.ppid
+		if p.cmdline == cmdline {
+			fn = p.pid
+		}
+		return false
+	})
+	helpers := warmHelpers(t)
+	for pid, hops := parents[fn], 0; pid > 1 && hops < 3; pid, hops = parents[pid], hops+1 {
+		if slices.Contains(helpers, pid) {
+			return pid
+		}
+	}
+	return 0
 }
 
 // awaitWarmHelpers waits until n warm helpers wait for calls.

@@ -91,7 +91,7 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 			if len(s.kindLine) < maxKindLine {
 				s.kindLine = append(s.kindLine, c)
 			}
-			if n := len(s.kindLine); n <= len(`"kind"`) && !kindKeyPrefix(s.kindLine) {
+			if len(s.kindLine) <= len(`"kind"`) && !kindKeyPrefix(s.kindLine) {
 				s.inKind = false // a line that starts as a kind key might but is not one
 			}
 		}

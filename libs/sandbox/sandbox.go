@@ -529,19 +529,12 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	}
 	sp.WorkDir, sp.Env = p.WorkDir, p.Env
 	cleanup := func(h *warmHelper) {
-		switch {
-		case h == nil || !h.unswept():
-			p.Remove() // the uid's: gone before a later call gets the uid
-			release()
-			return
-		case sp.UID >= 0:
+		if h != nil && h.unswept() && sp.UID >= 0 {
 			// What its function left runs as the call's uid: ended,
 			// the uid goes to later calls again; while one is left, the
 			// uid is kept from them.
 			go func() {
 				ended := endUID(sp.UID, leftoverRounds)
-				// The directory is the uid's: gone before a later call
-				// gets the uid.
 				p.Remove()
 				if !ended {
 					s.warm.log.Warn("a sandbox helper was killed before it ended its call's processes, and what is left of them could not be ended or reaped: its uid is not given to another call", "uid", sp.UID)
@@ -552,7 +545,10 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 			}()
 			return
 		}
+		// The directory is the uid's: gone before a later call gets the
+		// uid (release is a no-op without the uid layer).
 		p.Remove()
+		release()
 	}
 	st, h, err := s.warm.run(ctx, sp.Encode(), reuse, cleanup)
 	if errors.Is(err, errHandoffStopped) {

@@ -290,11 +290,13 @@ func (h *warmHelper) send(ctx context.Context, encoded []byte, reuse bool) (*fne
 	// runner's are non-blocking files in Go's poller.
 	var theirs []int
 	var ours []*os.File
-	defer func() {
+	closeTheirs := func() {
 		for _, fd := range theirs {
 			unix.Close(fd)
 		}
-	}()
+		theirs = nil
+	}
+	defer closeTheirs()
 	closeOurs := func() {
 		for _, f := range ours {
 			f.Close()
@@ -320,10 +322,7 @@ func (h *warmHelper) send(ctx context.Context, encoded []byte, reuse bool) (*fne
 		ours = append(ours, os.NewFile(uintptr(our), "sandbox helper pipe"))
 	}
 	_, _, err := h.conn.WriteMsgUnix(encoded, unix.UnixRights(theirs...), nil)
-	for _, fd := range theirs {
-		unix.Close(fd)
-	}
-	theirs = nil
+	closeTheirs()
 	if err == nil {
 		err = h.accepted(ctx)
 	}

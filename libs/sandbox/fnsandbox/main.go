@@ -93,7 +93,7 @@ func main() {
 			fail(err)
 		}
 		sig := newSignals()
-		thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func(restricted) (spec.Spec, error) { return s, nil })
+		thread := newCallThread(reports, s.Namespaces, newLimiter(), "call-"+strconv.Itoa(os.Getpid()), func(ahead restricted) (spec.Spec, error) { return s, ahead.takes(s) })
 		_, ws, _, err := run(sig, thread)
 		if err != nil {
 			fail(err)
@@ -322,7 +322,8 @@ func (l *limiter) apply(pid int, s spec.Spec) <-chan error {
 
 // newCallThread makes the thread: it restricts itself as far as it can
 // before the call comes (restrictAhead: calls in namespaces or not), takes
-// the call from next, prepares it (its cgroup named name) and starts the
+// the call from next (which fails one the thread cannot take: see
+// restricted.takes), prepares it (its cgroup named name) and starts the
 // function, and reports on started. The call's work between its coming
 // and the function's start is all on this thread: no other has to be
 // woken for it.
@@ -343,12 +344,10 @@ func newCallThread(reports, namespaces bool, limits *limiter, name string, next 
 }
 
 // startCall prepares call s on the calling thread, which ahead says how
-// far it restricted already, and starts the function from it.
+// far it restricted already (next made sure it takes s), and starts the
+// function from it.
 func startCall(s spec.Spec, ahead restricted, reports bool, limits *limiter, name string) started {
 	st := started{spec: s}
-	if st.err = ahead.takes(s); st.err != nil {
-		return st
-	}
 	if s.Inside {
 		if st.err = callMounts(s.PrivateDir, s.DirBytes); st.err != nil {
 			return st
@@ -959,8 +958,8 @@ func dropBoundingSet() error {
 // The limiter is asked as soon as the exec has begun, and sets the limits
 // while the function finishes it (the five set here survive the exec;
 // RLIMIT_STACK would not: the exec writes back the one it started with),
-// so that its wake-up costs the call little; they are on before the function runs an
-// instruction of its own all the same, as it stops first. By then the
+// so that its wake-up costs the call little; they are on before the
+// function runs an instruction of its own all the same, as it stops first. By then the
 // function has its final ids: a uid of its own is taken in the fork's child,
 // before the exec, and the limiter takes it too (applyLimits) while the
 // function, traced, can run nothing, so can signal nothing.

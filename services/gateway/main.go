@@ -119,7 +119,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 
 	executorDial := append([]grpc.DialOption{dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
-		append(sendonce.DialOptions(o.connectWait), tel.DialOptions()...)...)
+		append(append(sendonce.DialOptions(o.connectWait), grpcserving.WindowDialOptions()...), tel.DialOptions()...)...)
 	target, targetDial, err := sendonce.Target(o.binaryRunnerAddress)
 	if err != nil {
 		return grpcserving.FlagError(fmt.Errorf("--binary-runner-address: %w", err))

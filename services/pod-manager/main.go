@@ -224,7 +224,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	conns := server.NewConns(o.maxRequestBodySize, tel.DialOptions()...)
+	conns := server.NewConns(o.maxRequestBodySize, append(grpcserving.WindowDialOptions(), tel.DialOptions()...)...)
 	defer conns.CloseAll()
 	backend := &kube.Backend{Client: direct, Namespace: o.podNamespace, Owner: o.owner, MaxRequestBodySize: o.maxRequestBodySize, MaxCallsPerPod: o.maxCallsPerPod, OnDelete: conns.Close,
 		PublishNotReadyAddresses: kube.Addressing(o.podAddress) == kube.ServiceDNS && o.podProbeInterval > 0}

@@ -1,0 +1,126 @@
+package grpcserving_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/fnrunner/fnrunner/libs/grpcserving"
+)
+
+// recordedConn keeps what a client connection sent and received.
+type recordedConn struct {
+	net.Conn
+	mu             sync.Mutex
+	sent, received bytes.Buffer
+}
+
+func (c *recordedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	c.received.Write(b[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *recordedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.mu.Lock()
+	c.sent.Write(b[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+// frames counts the HTTP/2 frames in b by type; PINGs that answer one are
+// counted apart.
+func frames(t *testing.T, b []byte) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	fr := http2.NewFramer(io.Discard, bytes.NewReader(b))
+	for {
+		f, err := fr.ReadFrame()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return out
+		}
+		require.NoError(t, err)
+		name := f.Header().Type.String()
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			name += " ack"
+		}
+		out[name]++
+	}
+}
+
+// Calls to an fnrunner server draw no flow-control frames: with grpc-go's
+// dynamic windows the receiver of each call's first data sends a
+// WINDOW_UPDATE and a bandwidth-estimation PING, which the sender answers,
+// waking both sides once more a call. A porch (default) client's own PINGs
+// are still answered; fnrunner's clients (WindowDialOptions) send none.
+func TestCallsDrawNoFlowControlFrames(t *testing.T) {
+	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: 1 << 20})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Serve(ctx, lis) }()
+
+	for _, tc := range []struct {
+		name   string
+		dial   []grpc.DialOption
+		client bool // the client is fnrunner's: it sends no PING either
+	}{
+		{name: "porch's client, grpc-go defaults"},
+		{name: "fnrunner's client", dial: grpcserving.WindowDialOptions(), client: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conn *recordedConn
+			dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+				c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+				if err != nil {
+					return nil, err
+				}
+				conn = &recordedConn{Conn: c}
+				return conn, nil
+			}
+			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(tc.dial,
+				grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer))...)
+			require.NoError(t, err)
+			health := healthpb.NewHealthClient(cc)
+			const calls = 20
+			for range calls {
+				_, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: grpcserving.LivenessService})
+				require.NoError(t, err)
+			}
+			require.NoError(t, cc.Close())
+
+			conn.mu.Lock()
+			defer conn.mu.Unlock()
+			require.True(t, bytes.HasPrefix(conn.sent.Bytes(), []byte(http2.ClientPreface)))
+			fromServer := frames(t, conn.received.Bytes())
+			fromClient := frames(t, conn.sent.Bytes()[len(http2.ClientPreface):])
+			require.Equal(t, calls, fromServer["HEADERS"]/2, "a call's answer is headers and trailers: %v", fromServer)
+
+			assert.Zero(t, fromServer["PING"], "the server's own PINGs: %v", fromServer)
+			// (the last PING's answer may come after the client closed)
+			assert.InDelta(t, fromClient["PING"], fromServer["PING ack"], 1, "the server answers the client's PINGs")
+			// The connection's window is raised once, when it opens.
+			assert.LessOrEqual(t, fromServer["WINDOW_UPDATE"], 1, "from the server: %v", fromServer)
+			if tc.client {
+				assert.Zero(t, fromClient["PING"], "fnrunner's client's PINGs: %v", fromClient)
+				assert.LessOrEqual(t, fromClient["WINDOW_UPDATE"], 1, "from the client: %v", fromClient)
+			}
+		})
+	}
+}

@@ -11,10 +11,18 @@ import (
 // empty input, control characters, YAML without a top-level
 // "kind: ResourceList" — in one pass, keeping nothing of it. The kind key
 // may be quoted and followed by spaces before its colon, and the input may
-// start with a byte order mark, as YAML allows. It accepts JSON, and a kind
-// whose value it cannot read on its line (a tag, an anchor, a block or flow
-// value, one on the next line), without looking further. What it refuses,
-// Parse refuses too.
+// start with a byte order mark, as YAML allows. What it refuses, Parse
+// refuses too, so it leaves to Parse, without looking further, what a line
+// at a time cannot tell:
+//   - JSON, and a document that is indented, tagged or anchored, or starts
+//     on its "---" line;
+//   - a kind whose value it cannot read on its line: a tag, an anchor, a
+//     block or flow value, one on the next line, a double-quoted one with
+//     an escape, a quoted one that goes on to the next line;
+//   - no kind key at the start of a line, when a line starts with a key it
+//     cannot read ("?", a tag, an anchor, an alias, a double-quoted key);
+//   - another kind, when a line before it has a quote or a bracket, which
+//     may open a value that goes on over the kind's line.
 func Sniff(data []byte) error {
 	var s Sniffer
 	s.Write(data)
@@ -55,6 +63,13 @@ type Sniffer struct {
 	// kindUnread is set when the kind's value is not on its line as a
 	// plain or quoted scalar: left to Parse.
 	kindUnread bool
+	// indented is set when the first content is not at a line's start.
+	indented bool
+	// oddKey is set when a line starts with a key Sniff cannot read.
+	oddKey bool
+	// lineOpens is set when the line has a quote or a bracket; opens
+	// when a line before the kind's had one.
+	lineOpens, opens bool
 }
 
 // bom is UTF-8's byte order mark, which YAML allows at the start.
@@ -81,10 +96,19 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 			if s.inKind {
 				s.endKind()
 			}
-			s.midLine = false
+			if !s.kindSeen && s.lineOpens {
+				s.opens = true
+			}
+			s.midLine, s.lineOpens = false, false
 			continue
 		case !s.midLine && (c == 'k' || c == '"' || c == '\''):
 			s.inKind, s.kindLine = true, s.kindLine[:0]
+		}
+		if c == '"' || c == '\'' || c == '{' || c == '[' {
+			s.lineOpens = true
+		}
+		if !s.midLine && (c == '?' || c == '!' || c == '&' || c == '*' || c == '"') {
+			s.oddKey = true // a double-quoted key's escapes may spell "kind"
 		}
 		s.midLine = true
 		if s.inKind {
@@ -127,6 +151,7 @@ func (s *Sniffer) noteFirst(c byte) {
 		s.firstSkip = true // a comment (after white space), a directive
 	default:
 		s.first = c
+		s.indented = s.firstMid
 	}
 }
 
@@ -171,6 +196,18 @@ func (s *Sniffer) endKind() {
 		s.kindUnread = true
 		return
 	}
+	if q := v[0]; q == '"' || q == '\'' {
+		// Read to its closing quote: a double-quoted value with an
+		// escape, a single-quoted one with a quote in it ('') or either
+		// going on to the next line is left to Parse.
+		end := bytes.IndexByte(v[1:], q)
+		if end < 0 || q == '"' && bytes.IndexByte(v[1:1+end], '\\') >= 0 || q == '\'' && bytes.HasPrefix(v[1+end+1:], []byte{q}) {
+			s.kindUnread = true
+			return
+		}
+		s.kind = v[1 : 1+end]
+		return
+	}
 	s.kind = bytes.Trim(v, `"'`)
 }
 
@@ -185,19 +222,18 @@ func (s *Sniffer) Close() error {
 	if s.first == 0 {
 		return fmt.Errorf("%w: empty input", ErrInvalid)
 	}
-	if s.first == '{' || s.first == '[' || s.first == '!' || s.first == '&' {
-		return nil // JSON, a flow mapping, a tagged or anchored document: left to Parse
+	if s.first == '{' || s.first == '[' || s.first == '!' || s.first == '&' || s.indented {
+		return nil // JSON, a flow mapping, a tagged, anchored or indented document: left to Parse
 	}
 	if s.inKind {
 		s.endKind()
 	}
-	if !s.kindSeen {
-		return fmt.Errorf("%w: no top-level kind: %s", ErrInvalid, Kind)
-	}
-	if s.kindUnread {
+	switch {
+	case !s.kindSeen && s.oddKey, s.kindUnread, s.kindSeen && string(s.kind) != Kind && s.opens:
 		return nil // left to Parse
-	}
-	if string(s.kind) != Kind {
+	case !s.kindSeen:
+		return fmt.Errorf("%w: no top-level kind: %s", ErrInvalid, Kind)
+	case string(s.kind) != Kind:
 		return fmt.Errorf("%w: kind is %q, want %q", ErrInvalid, s.kind, Kind)
 	}
 	return nil

@@ -47,6 +47,23 @@ func TestSniff(t *testing.T) {
 		{"a dash alone", "-", false},
 		{"a marker alone", "---\n", false},
 		{"a comment alone", "# kind: ResourceList\n", false},
+		// What a line at a time cannot tell is left to Parse.
+		{"indented document", "  apiVersion: config.kubernetes.io/v1\n  kind: ResourceList\n  items: []\n", true},
+		{"a double-quoted value over a kind-like line", "apiVersion: config.kubernetes.io/v1\na: \"x\nkind: ConfigMap\"\nkind: ResourceList\n", true},
+		{"a single-quoted value over a kind-like line", "apiVersion: config.kubernetes.io/v1\na: 'x\nkind: ConfigMap'\nkind: ResourceList\n", true},
+		{"a flow mapping over a kind-like line", "apiVersion: config.kubernetes.io/v1\na: {b: c,\nkind: ConfigMap}\nkind: ResourceList\n", true},
+		{"a flow sequence over a kind-like line", "apiVersion: config.kubernetes.io/v1\na: [b,\nkind: ConfigMap]\nkind: ResourceList\n", true},
+		{"a nested quoted value over a kind-like line", "apiVersion: config.kubernetes.io/v1\nm:\n  n: \"x\nkind: ConfigMap\"\nkind: ResourceList\n", true},
+		{"explicit key", "apiVersion: config.kubernetes.io/v1\n? kind\n: ResourceList\n", true},
+		{"tagged key", "apiVersion: config.kubernetes.io/v1\n!!str kind: ResourceList\n", true},
+		{"anchored key", "apiVersion: config.kubernetes.io/v1\n&a kind: ResourceList\n", true},
+		{"escaped key", "apiVersion: config.kubernetes.io/v1\n\"k\\x69nd\": ResourceList\n", true},
+		{"escaped kind", "apiVersion: config.kubernetes.io/v1\nkind: \"Resource\\x4cist\"\n", true},
+		{"kind continued by an escaped line break", "apiVersion: config.kubernetes.io/v1\nkind: \"ResourceL\\\nist\"\n", true},
+		{"another kind after a quote", "a: \"x\"\nkind: ConfigMap\n", true},
+		{"another kind, quoted, with a quote in it", "kind: 'Config''Map'\n", true},
+		{"another kind, a plain line before it", "a: x\nkind: 'ConfigMap' # c\n", false},
+		{"no kind, a plain document", "  \napiVersion: v1\nitems: []\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Sniff([]byte(tc.in))
@@ -97,6 +114,9 @@ func FuzzSniff(f *testing.F) {
 	f.Add([]byte("kind: ConfigMap\n"))
 	f.Add([]byte("\xef\xbb\xbf--- # c\n\"kind\" : 'ResourceList'\t# c\r"))
 	f.Add([]byte("%YAML 1.1\n--- {kind: ResourceList}\n"))
+	f.Add([]byte("a: \"x\nkind: ConfigMap\"\nkind: ResourceList\n"))
+	f.Add([]byte("  kind: ResourceList\n"))
+	f.Add([]byte("kind: \"Resource\\x4cist\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := Sniff(data)
 		var s Sniffer

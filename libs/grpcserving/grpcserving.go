@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -34,10 +33,13 @@ const LivenessService = "liveness"
 // (WindowDialOptions), in bytes. They are fixed: with grpc-go's default,
 // dynamic windows, the receiver of a call's first data sends a
 // WINDOW_UPDATE and a bandwidth-estimation PING, and the sender answers the
-// PING: frames that wake the other side once more on every call, about
-// 40 µs a hop on a 2-vCPU VM (tools/bench path). A stream may send 1 MiB
-// before its receiver reads, which is more than the dynamic window's
-// first 64 KiB and less than its 16 MiB ceiling.
+// PING: frames that wake the other side once more on every call (about
+// 0.05 ms a hop on a 2-vCPU VM, README's Benchmarks). A stream may send
+// 1 MiB before its receiver reads, more than the dynamic window's first
+// 64 KiB and less than the 16 MiB a peer can grow it to; a larger message
+// still passes, since grpc-go widens the window to a message's length once
+// it has read its header. The connection's window comes back as data
+// arrives, so a stream left unread does not hold up the others.
 const (
 	StreamWindow = 1 << 20
 	ConnWindow   = 4 << 20
@@ -106,10 +108,6 @@ func New(log *slog.Logger, cfg Config) *Server {
 		grpc.ChainUnaryInterceptor(telemetry.UnaryServerInterceptor, m.unary, callLog(log), defaultDeadline(cfg.MaxCallDuration)),
 		grpc.StaticStreamWindowSize(StreamWindow),
 		grpc.StaticConnWindowSize(ConnWindow),
-		// Calls run on goroutines kept from call to call, whose stacks have
-		// already grown, rather than on a new one each (grpc-go starts one
-		// when all are busy).
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	opts = append(opts, cfg.Telemetry.ServerOptions()...)
 	if cfg.MaxConcurrentStreams > 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,9 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fnrunner/fnrunner/libs/grpcserving"
 )
@@ -121,6 +124,67 @@ func TestCallsDrawNoFlowControlFrames(t *testing.T) {
 				assert.Zero(t, fromClient["PING"], "fnrunner's client's PINGs: %v", fromClient)
 				assert.LessOrEqual(t, fromClient["WINDOW_UPDATE"], 1, "from the client: %v", fromClient)
 			}
+		})
+	}
+}
+
+// echoService answers a call with its own bytes.
+var echoService = grpc.ServiceDesc{
+	ServiceName: "test.Echo",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Echo",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			var in wrapperspb.BytesValue
+			if err := dec(&in); err != nil {
+				return nil, err
+			}
+			echo := func(context.Context, any) (any, error) { return &in, nil }
+			return interceptor(ctx, &in, &grpc.UnaryServerInfo{FullMethod: "/test.Echo/Echo"}, echo)
+		},
+	}},
+}
+
+// Messages larger than both fixed windows still pass, several at once on
+// one connection, each way: the windows come back as the data is read.
+func TestMessagesLargerThanTheWindows(t *testing.T) {
+	const size = 6 << 20 // porch's --max-request-body-size
+	require.Greater(t, size, grpcserving.ConnWindow)
+	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: size + 1<<10})
+	srv.GRPC.RegisterService(&echoService, struct{}{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = srv.Serve(ctx, lis) }()
+
+	for _, tc := range []struct {
+		name string
+		dial []grpc.DialOption
+	}{
+		{name: "porch's client, grpc-go defaults"},
+		{name: "fnrunner's client", dial: grpcserving.WindowDialOptions()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc, err := grpc.NewClient(lis.Addr().String(), append(tc.dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size+1<<10), grpc.MaxCallSendMsgSize(size+1<<10)))...)
+			require.NoError(t, err)
+			defer cc.Close()
+			var g errgroup.Group
+			for i := range 4 {
+				g.Go(func() error {
+					in := wrapperspb.Bytes(bytes.Repeat([]byte{byte('a' + i)}, size))
+					var out wrapperspb.BytesValue
+					if err := cc.Invoke(context.Background(), "/test.Echo/Echo", in, &out); err != nil {
+						return err
+					}
+					if !bytes.Equal(in.GetValue(), out.GetValue()) {
+						return fmt.Errorf("call %d: %d bytes back, not its own %d", i, len(out.GetValue()), size)
+					}
+					return nil
+				})
+			}
+			require.NoError(t, g.Wait())
 		})
 	}
 }

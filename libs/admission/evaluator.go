@@ -25,11 +25,12 @@ var _ evalwire.Server = (*Evaluator)(nil)
 
 // EvaluateFunction implements evalwire.Server.
 func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*evalwire.Response, error) {
-	release, err := e.Limit.Acquire(ctx, int64(req.ResourceList.Len())*e.Factor)
+	size := int64(req.ResourceList.Len())
+	release, err := e.Limit.Acquire(ctx, size*e.Factor, size)
 	if err != nil {
 		req.Free()
 		if errors.Is(err, ErrQueueFull) {
-			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %s queue full: %d calls already wait for memory (--max-queue); the function was not run", req.Image, e.Service, e.Limit.Queued())
+			return nil, status.Errorf(codes.ResourceExhausted, "function %q: %s queue full: %s; the function was not run", req.Image, e.Service, e.Limit.QueueState())
 		}
 		return nil, status.FromContextError(err).Err()
 	}

@@ -21,8 +21,8 @@ func TestWaitHistogram(t *testing.T) {
 		limiter func() (acquire func(context.Context) (func(), error), queued func() int, collectors []prometheus.Collector)
 	}{
 		{name: "weighted", limiter: func() (func(context.Context) (func(), error), func() int, []prometheus.Collector) {
-			w := NewWeighted(10, 1)
-			return func(ctx context.Context) (func(), error) { return w.Acquire(ctx, 10) }, func() int { return int(w.Queued()) }, w.Collectors()
+			w := NewWeighted(10, 1, 1<<30)
+			return func(ctx context.Context) (func(), error) { return w.Acquire(ctx, 10, 0) }, func() int { return int(w.Queued()) }, w.Collectors()
 		}},
 		{name: "by count", limiter: func() (func(context.Context) (func(), error), func() int, []prometheus.Collector) {
 			l := New(1, 1)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -14,43 +15,52 @@ import (
 // Weighted admits calls by weight: an estimate of the memory a call needs
 // while it runs (its input bytes times a factor for how it runs). Calls run
 // while their weights fit in the capacity; the others wait in order of
-// arrival, at most queue of them, each up to its context's end; beyond that
-// a call is refused at once with ErrQueueFull. A call heavier than the whole
-// capacity runs alone.
+// arrival, each up to its context's end: at most queue of them, holding at
+// most queueBytes together (what a waiting call holds is its request, read
+// whole before it comes here). Beyond either bound a call is refused at
+// once with ErrQueueFull, but a call finding no other waiting may always
+// wait. A call heavier than the whole capacity runs alone.
 type Weighted struct {
-	sem      *semaphore.Weighted
-	capacity int64
-	queue    int64
-	waiting  atomic.Int64
-	inFlight atomic.Int64
-	wait     prometheus.Histogram
+	sem          *semaphore.Weighted
+	capacity     int64
+	queue        int64
+	queueBytes   int64
+	waiting      atomic.Int64
+	waitingBytes atomic.Int64
+	inFlight     atomic.Int64
+	wait         prometheus.Histogram
 }
 
 // NewWeighted returns a limiter of capacity (weight units, e.g. bytes) with
-// at most queue calls waiting.
-func NewWeighted(capacity int64, queue int) *Weighted {
+// at most queue calls waiting, holding at most queueBytes.
+func NewWeighted(capacity int64, queue int, queueBytes int64) *Weighted {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Weighted{sem: semaphore.NewWeighted(capacity), capacity: capacity, queue: int64(max(queue, 0)), wait: newWaitHistogram()}
+	return &Weighted{sem: semaphore.NewWeighted(capacity), capacity: capacity, queue: int64(max(queue, 0)), queueBytes: max(queueBytes, 0), wait: newWaitHistogram()}
 }
 
-// Acquire admits a call of weight, waiting as described on Weighted. The
-// returned release must be called exactly once.
-func (w *Weighted) Acquire(ctx context.Context, weight int64) (release func(), err error) {
+// Acquire admits a call of weight that holds held bytes while it waits,
+// as described on Weighted. The returned release must be called exactly
+// once.
+func (w *Weighted) Acquire(ctx context.Context, weight, held int64) (release func(), err error) {
 	_, span := telemetry.Start(ctx, spanName, telemetry.AttrWeight.Int64(weight))
 	defer func() { telemetry.End(span, err) }()
 	weight = min(max(weight, 1), w.capacity)
+	held = max(held, 0)
 	if w.sem.TryAcquire(weight) {
 		w.wait.Observe(0)
 	} else {
-		if w.waiting.Add(1) > w.queue {
+		n, bytes := w.waiting.Add(1), w.waitingBytes.Add(held)
+		if n > w.queue || n > 1 && bytes > w.queueBytes {
 			w.waiting.Add(-1)
+			w.waitingBytes.Add(-held)
 			return nil, ErrQueueFull
 		}
 		start := time.Now()
 		err := w.sem.Acquire(ctx, weight)
 		w.waiting.Add(-1)
+		w.waitingBytes.Add(-held)
 		if err != nil {
 			return nil, err
 		}
@@ -72,11 +82,20 @@ func (w *Weighted) InFlight() int64 { return w.inFlight.Load() }
 // Queued is the number of calls waiting.
 func (w *Weighted) Queued() int64 { return w.waiting.Load() }
 
+// QueuedBytes is what the calls waiting hold.
+func (w *Weighted) QueuedBytes() int64 { return w.waitingBytes.Load() }
+
+// QueueState says, for a refused call's answer, what waits and the bounds.
+func (w *Weighted) QueueState() string {
+	return fmt.Sprintf("%d calls holding %d bytes already wait for memory (--max-queue %d, --max-queue-bytes %d)", w.Queued(), w.QueuedBytes(), w.queue, w.queueBytes)
+}
+
 // Capacity is the weight that may run at once.
 func (w *Weighted) Capacity() int64 { return w.capacity }
 
 // Collectors export the limiter's state: fnrunner_admission_in_flight_weight,
-// fnrunner_admission_capacity_weight and fnrunner_admission_queued_calls,
+// fnrunner_admission_capacity_weight, fnrunner_admission_queued_calls and
+// fnrunner_admission_queued_bytes,
 // and how long admitted calls waited: fnrunner_admission_wait_seconds.
 func (w *Weighted) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
@@ -92,6 +111,10 @@ func (w *Weighted) Collectors() []prometheus.Collector {
 			Name: "fnrunner_admission_queued_calls",
 			Help: "Calls waiting for room to run.",
 		}, func() float64 { return float64(w.Queued()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fnrunner_admission_queued_bytes",
+			Help: "Bytes the calls waiting for room to run hold (their requests).",
+		}, func() float64 { return float64(w.QueuedBytes()) }),
 		w.wait,
 	}
 }

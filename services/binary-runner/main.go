@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.starlark.AllowedHosts = append(o.starlark.AllowedHosts, hosts...)
 		return err
 	})
-	o.admission.Register(fs, 512<<20, 1024, fmt.Sprintf("input bytes × %d on the go executor, and × %d + %d MiB for a function process (binary executor, starlark), the process's own memory included as it is in the container's (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight, runner.ProcessWeight>>20))
+	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("input bytes × %d on the go executor, and × %d + %d MiB for a function process (binary executor, starlark), the process's own memory included as it is in the container's (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight, runner.ProcessWeight>>20))
 	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)

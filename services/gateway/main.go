@@ -52,7 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o.tls.Register(fs)
 	fs.IntVar(&o.port, "port", 9445, "TCP port of the porch-facing gRPC service (evaluator.FunctionEvaluator and grpc.health.v1.Health). 0 picks a free port.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes. Must match porch-server's --max-request-body-size.")
-	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
+	o.admission.Register(fs, 1<<30, 4096, 128<<20, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.StringVar(&o.configAddress, "config-address", "localhost:9447", "Address of the config-reconciler's executor table stream.")
 	fs.StringVar(&o.binaryRunnerAddress, "binary-runner-address", "localhost:9448", "Address of the binary-runners (go and binary executors), calls balanced round-robin across them: host:port, dns:///name:port (every address of the name: use a headless Service so each replica gets calls), or a comma-separated list of host:port.")
 	fs.StringVar(&o.podManagerAddress, "pod-manager-address", "", "Comma-separated addresses of the pod-manager replicas (pod executor); each function goes to one replica by rendezvous hashing. Empty: no pod executor.")

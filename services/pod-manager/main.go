@@ -99,7 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxCallsPerPod, "max-calls-per-pod", 16, "Calls one function pod is given at once (running or waiting in its wrapper-server, whose --max-queue the default template sets to this). More wait here, in arrival order and each up to its deadline, for a pod with room while pods are started up to maxParallelExecutions; --max-in-flight-bytes bounds what waits.")
 	fs.IntVar(&o.maxParallelPods, "max-parallel-pods-per-function", 1, "Default maxParallelExecutions: the most pods per function.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; passed to every wrapper-server.")
-	o.admission.Register(fs, 1<<30, 4096, "input bytes × 2 (the request's buffers and the answer's)")
+	o.admission.Register(fs, 1<<30, 4096, 128<<20, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.BoolVar(&o.enablePrivateRegistries, "enable-private-registries", false, "Use the credentials at --registry-auth-secret-path for image metadata and as the pods' pull secret.")
 	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
 	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")

@@ -470,10 +470,11 @@ func TestMTLSOverlay(t *testing.T) {
 }
 
 // Every fnrunner container has a memory limit, and where the service
-// bounds its calls' memory (--max-in-flight-bytes) the limit covers that
-// bound and 256 MiB more, so admission refuses work before the kernel
-// kills the container: in every overlay that runs the services (monitoring
-// adds only its own objects).
+// bounds its calls' memory (--max-in-flight-bytes for the calls running,
+// --max-queue-bytes for those waiting) the limit covers both bounds and
+// 256 MiB more, so admission refuses work before the kernel kills the
+// container: in every overlay that runs the services (monitoring adds only
+// its own objects).
 func TestMemoryLimitsCoverAdmission(t *testing.T) {
 	const headroom = 256 << 20
 	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch"} {
@@ -495,20 +496,23 @@ func TestMemoryLimitsCoverAdmission(t *testing.T) {
 				if req, ok := c.Resources.Requests[corev1.ResourceMemory]; ok {
 					assert.LessOrEqual(t, req.Value(), limit.Value(), "%s requests more memory than its limit", what)
 				}
-				budgets := 0
+				budgets := map[string]int64{}
 				for _, arg := range c.Args {
-					v, ok := strings.CutPrefix(arg, "--max-in-flight-bytes=")
-					if !ok {
-						continue
+					for _, flag := range []string{"--max-in-flight-bytes", "--max-queue-bytes"} {
+						if v, ok := strings.CutPrefix(arg, flag+"="); ok {
+							n, err := strconv.ParseInt(v, 10, 64)
+							require.NoError(t, err, what)
+							budgets[flag] = n
+						}
 					}
-					budgets++
-					budget, err := strconv.ParseInt(v, 10, 64)
-					require.NoError(t, err, what)
+				}
+				if len(budgets) > 0 {
+					budget := budgets["--max-in-flight-bytes"] + budgets["--max-queue-bytes"]
 					assert.GreaterOrEqual(t, limit.Value(), budget+headroom,
-						"%s: memory limit %s under --max-in-flight-bytes %d + 256 MiB", what, limit.String(), budget)
+						"%s: memory limit %s under %v + 256 MiB", what, limit.String(), budgets)
 				}
 				if slices.Contains([]string{"gateway", "binary-runner", "pod-manager"}, c.Name) {
-					assert.Equal(t, 1, budgets, "%s: the services that admit calls by weight state their budget (--max-in-flight-bytes=N) beside the limit", what)
+					assert.Len(t, budgets, 2, "%s: the services that admit calls by weight state their budgets (--max-in-flight-bytes=N, --max-queue-bytes=N) beside the limit", what)
 				}
 			}
 		}

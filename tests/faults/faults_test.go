@@ -315,6 +315,43 @@ func TestAdmissionQueueFull(t *testing.T) {
 	}
 }
 
+// What waiting calls hold is bounded too (--max-queue-bytes): with room for
+// one call's request in the queue, a call that finds another waiting is
+// refused at once, saying the queue is full and what waits; the one waiting
+// runs once the call ahead of it ends.
+func TestAdmissionQueueBytesFull(t *testing.T) {
+	metrics, err := localstack.FreeAddress()
+	require.NoError(t, err)
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)},
+		GatewayArgs: []string{"--disable-runtimes=go"},
+		BinaryRunnerArgs: []string{"--max-in-flight-bytes=1", "--max-queue=10", "--max-queue-bytes=" + strconv.Itoa(len(stack.Input)),
+			"--metrics-address=" + metrics}})
+	client := s.Client()
+	call := func(timeout time.Duration, image string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(stack.Input)})
+			done <- err
+		}()
+		return done
+	}
+	first := call(3*time.Second, "example.com/test/hang:v1")
+	require.Eventually(t, func() bool { return metric(metrics, "fnrunner_admission_in_flight_weight") > 0 }, harness.Wait, 10*time.Millisecond,
+		"gave up waiting for the hang function to run")
+	second := call(time.Minute, "set-namespace:v0.4.5")
+	require.Eventually(t, func() bool { return metric(metrics, "fnrunner_admission_queued_bytes") > 0 }, harness.Wait, 10*time.Millisecond,
+		"gave up waiting for the second call to wait")
+
+	err = <-call(time.Minute, "set-namespace:v0.4.5")
+	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "third call: %v", err)
+	assert.Contains(t, status.Convert(err).Message(), "queue full")
+	assert.Contains(t, status.Convert(err).Message(), "1 calls holding")
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(<-first))
+	assert.NoError(t, <-second, "the call that waited")
+}
+
 // Bad requests and a bad FunctionConfig each get a clear error, and the
 // gateway keeps serving.
 func TestBadInputs(t *testing.T) {

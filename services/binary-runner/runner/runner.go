@@ -184,9 +184,9 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 		}
 		if r.opts.Admission != nil {
-			release, err := r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()))
+			release, err := r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()), int64(req.ResourceList.Len()))
 			if errors.Is(err, admission.ErrQueueFull) {
-				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %d calls already wait for memory (--max-queue); the function was not run", req.Image, r.opts.Admission.Queued())
+				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %s; the function was not run", req.Image, r.opts.Admission.QueueState())
 			}
 			if err != nil {
 				st := status.FromContextError(err)

@@ -83,7 +83,7 @@ func TestDeadlineForInProcessFunction(t *testing.T) {
 		"slow": {Process: func(*fn.ResourceList) (bool, error) { <-release; close(returned); return true, nil }},
 		"fast": {Process: func(*fn.ResourceList) (bool, error) { return true, nil }},
 	}, goEntry("slow", "slow"), goEntry("fast", "fast"))
-	r.opts.Admission = admission.NewWeighted(1<<20, 10)
+	r.opts.Admission = admission.NewWeighted(1<<20, 10, 1<<30)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
@@ -134,7 +134,7 @@ func TestBinaryCallWeighsItsProcess(t *testing.T) {
 	})
 	r := newRunner(nil, binaryEntry("fn", "fn"))
 	r.opts.FunctionsDir = dir
-	r.opts.Admission = admission.NewWeighted(1<<30, 10)
+	r.opts.Admission = admission.NewWeighted(1<<30, 10, 1<<30)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})

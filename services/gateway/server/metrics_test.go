@@ -37,7 +37,7 @@ func metered(t *testing.T, tables *executortable.Tables, routes ...Route) (evalw
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	ev := NewEvaluator(slog.New(slog.NewTextHandler(io.Discard, nil)), fixedTables{tables}, routes...)
-	admitted := admission.NewWeighted(1<<30, 4096)
+	admitted := admission.NewWeighted(1<<30, 4096, 1<<30)
 	reg.MustRegister(ev.Collectors()...)
 	reg.MustRegister(admitted.Collectors()...)
 	m, err := evalmetrics.New(reg, tableNames{tables})

@@ -14,13 +14,19 @@ import (
 // start with a byte order mark, as YAML allows. What it refuses, Parse
 // refuses too, so it leaves to Parse, without looking further, what a line
 // at a time cannot tell:
+//   - input in UTF-16, or with Unicode's line breaks (U+0085, U+2028,
+//     U+2029) or a byte order mark past its start;
 //   - JSON, and a document that is indented, tagged or anchored, or starts
 //     on its "---" line;
+//   - control characters past the first document, which Parse may not
+//     read;
 //   - a kind whose value it cannot read on its line: a tag, an anchor, a
 //     block or flow value, one on the next line, a double-quoted one with
 //     an escape, a quoted one that goes on to the next line;
-//   - no kind key at the start of a line, when a line starts with a key it
-//     cannot read ("?", a tag, an anchor, an alias, a double-quoted key);
+//   - a kind line longer than it keeps (256 bytes);
+//   - no kind key at the start of a line in the first document, or another
+//     kind, when a line before starts with a key it cannot read ("?", a
+//     tag, an anchor, an alias, a double-quoted key);
 //   - another kind, when a line before it has a quote or a bracket, which
 //     may open a value that goes on over the kind's line.
 func Sniff(data []byte) error {
@@ -55,18 +61,35 @@ type Sniffer struct {
 	firstMid    bool
 	firstSkip   bool
 	firstDashes int
-	midLine     bool // not at the start of a line
-	kindLine    []byte
-	inKind      bool // collecting a top-level "kind:" line
-	kind        []byte
-	kindSeen    bool
+	midLine     bool    // not at the start of a line
+	last        [2]byte // the two bytes before this one
+	// leave is set by what YAML reads otherwise than a line of bytes at a
+	// time: a UTF-16 byte order mark at the start, a UTF-8 one later, a
+	// line break of Unicode's (U+0085, U+2028, U+2029). All is left to
+	// Parse.
+	leave bool
+	// A line's start "---" or "...": marker is its character, markerLen
+	// how many of it; after the first content, past three of them the
+	// first document may have ended (lateDoc: control characters are left
+	// to Parse, which may not read them), and with a blank, a line break or
+	// the end it has (docEnded: the kind is looked for no further).
+	marker    byte
+	markerLen int
+	lateDoc   bool
+	docEnded  bool
+	kindLine  []byte
+	inKind    bool // collecting a top-level "kind:" line
+	kindCut   bool // the kind line was longer than maxKindLine
+	kind      []byte
+	kindSeen  bool
 	// kindUnread is set when the kind's value is not on its line as a
 	// plain or quoted scalar: left to Parse.
 	kindUnread bool
 	// indented is set when the first content is not at a line's start.
 	indented bool
-	// oddKey is set when a line starts with a key Sniff cannot read.
-	oddKey bool
+	// lineOdd is set when the line starts with a key Sniff cannot read;
+	// oddKey when a line before the kind's did.
+	lineOdd, oddKey bool
 	// lineOpens is set when the line has a quote or a bracket; opens
 	// when a line before the kind's had one.
 	lineOpens, opens bool
@@ -78,50 +101,96 @@ const bom = "\xef\xbb\xbf"
 // Write never fails; the verdict waits for Close.
 func (s *Sniffer) Write(p []byte) (int, error) {
 	for i, c := range p {
-		if pos := s.n + int64(i); pos == int64(s.bom) && pos < int64(len(bom)) && c == bom[pos] {
+		pos := s.n + int64(i)
+		if pos == int64(s.bom) && pos < int64(len(bom)) && c == bom[pos] {
 			s.bom++
 			continue // not content
 		}
-		if s.bad == nil && (c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f) {
-			s.bad = fmt.Errorf("%w: not YAML: control character at byte %d", ErrInvalid, s.n+int64(i))
+		s.noteEncoding(pos, c)
+		if s.bad == nil && !s.lateDoc && (c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f) {
+			s.bad = fmt.Errorf("%w: not YAML: control character at byte %d", ErrInvalid, pos)
 		}
 		if s.first == 0 {
 			s.noteFirst(c)
 		}
-		if s.kindSeen {
-			continue
+		lineStart, lineEnd := !s.midLine, c == '\n' || c == '\r'
+		s.noteMarker(c, lineStart, lineEnd)
+		if !s.kindSeen && !s.docEnded {
+			s.lookForKind(c, lineStart, lineEnd)
 		}
-		switch {
-		case c == '\n' || c == '\r':
-			if s.inKind {
-				s.endKind()
-			}
-			if !s.kindSeen && s.lineOpens {
-				s.opens = true
-			}
-			s.midLine, s.lineOpens = false, false
-			continue
-		case !s.midLine && (c == 'k' || c == '"' || c == '\''):
-			s.inKind, s.kindLine = true, s.kindLine[:0]
-		}
-		if c == '"' || c == '\'' || c == '{' || c == '[' {
-			s.lineOpens = true
-		}
-		if !s.midLine && (c == '?' || c == '!' || c == '&' || c == '*' || c == '"') {
-			s.oddKey = true // a double-quoted key's escapes may spell "kind"
-		}
-		s.midLine = true
-		if s.inKind {
-			if len(s.kindLine) < maxKindLine {
-				s.kindLine = append(s.kindLine, c)
-			}
-			if len(s.kindLine) <= len(`"kind"`) && !kindKeyPrefix(s.kindLine) {
-				s.inKind = false // a line that starts as a kind key might but is not one
-			}
-		}
+		s.midLine = !lineEnd
 	}
 	s.n += int64(len(p))
 	return len(p), nil
+}
+
+// noteEncoding sets leave on what YAML reads otherwise than Sniff does.
+func (s *Sniffer) noteEncoding(pos int64, c byte) {
+	switch {
+	case pos == 1 && (s.last[1] == 0xff && c == 0xfe || s.last[1] == 0xfe && c == 0xff): // UTF-16
+		s.leave = true
+	case s.last[1] == 0xc2 && c == 0x85: // U+0085
+		s.leave = true
+	case s.last == [2]byte{0xe2, 0x80} && (c == 0xa8 || c == 0xa9): // U+2028, U+2029
+		s.leave = true
+	case s.last == [2]byte{0xef, 0xbb} && c == 0xbf: // a byte order mark after the first
+		s.leave = true
+	}
+	s.last = [2]byte{s.last[1], c}
+}
+
+// noteMarker follows a line's leading "---" or "..." (see Sniffer).
+func (s *Sniffer) noteMarker(c byte, lineStart, lineEnd bool) {
+	switch {
+	case lineStart && (c == '-' || c == '.'):
+		s.marker, s.markerLen = c, 1
+	case s.markerLen > 0 && s.markerLen < 3 && c == s.marker:
+		s.markerLen++
+		if s.markerLen == 3 && (s.marker == '.' || s.first != 0) {
+			s.lateDoc = true
+		}
+	case s.markerLen == 3 && (c == ' ' || c == '\t' || lineEnd):
+		if s.marker == '.' || s.first != 0 {
+			s.docEnded = true
+		}
+		s.markerLen = 0
+	default:
+		s.markerLen = 0
+	}
+}
+
+// lookForKind follows the lines until the top-level kind's.
+func (s *Sniffer) lookForKind(c byte, lineStart, lineEnd bool) {
+	switch {
+	case lineEnd:
+		if s.inKind {
+			s.endKind()
+		}
+		if !s.kindSeen {
+			s.opens = s.opens || s.lineOpens
+			s.oddKey = s.oddKey || s.lineOdd
+		}
+		s.lineOpens, s.lineOdd = false, false
+		return
+	case lineStart && (c == 'k' || c == '"' || c == '\''):
+		s.inKind, s.kindLine, s.kindCut = true, s.kindLine[:0], false
+	}
+	if c == '"' || c == '\'' || c == '{' || c == '[' {
+		s.lineOpens = true
+	}
+	if lineStart && (c == '?' || c == '!' || c == '&' || c == '*' || c == '"') {
+		s.lineOdd = true // a double-quoted key's escapes may spell "kind"
+	}
+	if s.inKind {
+		if len(s.kindLine) < maxKindLine {
+			s.kindLine = append(s.kindLine, c)
+		} else {
+			s.kindCut = true
+		}
+		if len(s.kindLine) <= len(`"kind"`) && !kindKeyPrefix(s.kindLine) {
+			s.inKind = false // a line that starts as a kind key might but is not one
+		}
+	}
 }
 
 // noteFirst looks for the first byte of content, past white space, comment
@@ -173,14 +242,30 @@ func kindKeyPrefix(line []byte) bool {
 func (s *Sniffer) endKind() {
 	s.inKind = false
 	var v []byte
+	key, plain := false, false
 	for _, k := range kindKeys {
 		if rest, ok := bytes.CutPrefix(s.kindLine, k); ok {
-			v = bytes.TrimLeft(rest, " \t")
+			v, key, plain = bytes.TrimLeft(rest, " \t"), true, k[0] == 'k'
 			break
 		}
 	}
 	v, ok := bytes.CutPrefix(v, []byte(":"))
 	if !ok {
+		if key && s.kindCut && len(v) == 0 {
+			s.kindSeen, s.kindUnread = true, true // its colon may be past what was kept
+		}
+		return
+	}
+	if len(v) > 0 && v[0] != ' ' && v[0] != '\t' {
+		// A colon ends a plain key only before a blank ("kind:x: 1" is
+		// the key "kind:x"); after a quoted one, it may not need one.
+		if !plain {
+			s.kindSeen, s.kindUnread = true, true
+		}
+		return
+	}
+	if s.kindCut {
+		s.kindSeen, s.kindUnread = true, true // its value goes on past what was kept
 		return
 	}
 	// A comment starts at a "#" after white space.
@@ -213,6 +298,9 @@ func (s *Sniffer) endKind() {
 
 // Close gives the verdict on everything written.
 func (s *Sniffer) Close() error {
+	if s.leave {
+		return nil
+	}
 	if s.bad != nil {
 		return s.bad
 	}
@@ -229,7 +317,7 @@ func (s *Sniffer) Close() error {
 		s.endKind()
 	}
 	switch {
-	case !s.kindSeen && s.oddKey, s.kindUnread, s.kindSeen && string(s.kind) != Kind && s.opens:
+	case s.kindUnread, !s.kindSeen && (s.oddKey || s.lineOdd), s.kindSeen && string(s.kind) != Kind && (s.oddKey || s.opens):
 		return nil // left to Parse
 	case !s.kindSeen:
 		return fmt.Errorf("%w: no top-level kind: %s", ErrInvalid, Kind)

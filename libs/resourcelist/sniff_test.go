@@ -64,6 +64,20 @@ func TestSniff(t *testing.T) {
 		{"another kind, quoted, with a quote in it", "kind: 'Config''Map'\n", true},
 		{"another kind, a plain line before it", "a: x\nkind: 'ConfigMap' # c\n", false},
 		{"no kind, a plain document", "  \napiVersion: v1\nitems: []\n", false},
+		{"a line break of Unicode's: U+0085", "apiVersion: config.kubernetes.io/v1\na: b\u0085kind: ResourceList\n", true},
+		{"a line break of Unicode's: U+2028", "kind: ResourceList\u2028apiVersion: config.kubernetes.io/v1\n", true},
+		{"a line break of Unicode's: U+2029", "# c\u2029kind: ResourceList\napiVersion: config.kubernetes.io/v1\n", true},
+		{"byte order marks at the lines' starts", "\ufeff\ufeffkind: ResourceList\n\ufeffapiVersion: config.kubernetes.io/v1\n", true},
+		{"UTF-16", "\xff\xfek\x00i\x00n\x00d\x00:\x00 \x00R\x00e\x00s\x00o\x00u\x00r\x00c\x00e\x00L\x00i\x00s\x00t\x00\n\x00a\x00p\x00i\x00V\x00e\x00r\x00s\x00i\x00o\x00n\x00:\x00 \x00c\x00o\x00n\x00f\x00i\x00g\x00.\x00k\x00u\x00b\x00e\x00r\x00n\x00e\x00t\x00e\x00s\x00.\x00i\x00o\x00/\x00v\x001\x00\n\x00", true},
+		{"a control character in a later document", "kind: ResourceList\napiVersion: config.kubernetes.io/v1\n---\n-" + strings.Repeat(" ", 452) + "\x00", true},
+		{"an explicit key, then another kind", "apiVersion: config.kubernetes.io/v1\n? kind\n: ResourceList\nkind: x\n", true},
+		{"a tagged key, then another kind", "apiVersion: config.kubernetes.io/v1\n!!str kind: ResourceList\nkind: x\n", true},
+		{"a kind in a later document", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\n---\nkind: x\n", true},
+		{"no kind in the first document", "apiVersion: v1\n...\nkind: ResourceList\n", false},
+		{"a key longer than kind:", "kind:x: 1\nkind: ResourceList\napiVersion: config.kubernetes.io/v1\n", true},
+		{"a key longer than kind: (two colons)", "kind:: 1\nkind: ResourceList\napiVersion: config.kubernetes.io/v1\n", true},
+		{"a long kind line", "apiVersion: config.kubernetes.io/v1\nkind" + strings.Repeat(" ", 253) + ": ResourceList\n", true},
+		{"a long kind value", "apiVersion: config.kubernetes.io/v1\nkind:" + strings.Repeat(" ", 240) + "ResourceList\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Sniff([]byte(tc.in))

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ type Weighted struct {
 	capacity     int64
 	queue        int64
 	queueBytes   int64
+	mu           sync.Mutex // serializes changes to waiting and waitingBytes together
 	waiting      atomic.Int64
 	waitingBytes atomic.Int64
 	inFlight     atomic.Int64
@@ -51,16 +53,12 @@ func (w *Weighted) Acquire(ctx context.Context, weight, held int64) (release fun
 	if w.sem.TryAcquire(weight) {
 		w.wait.Observe(0)
 	} else {
-		n, bytes := w.waiting.Add(1), w.waitingBytes.Add(held)
-		if n > w.queue || n > 1 && bytes > w.queueBytes {
-			w.waiting.Add(-1)
-			w.waitingBytes.Add(-held)
+		if !w.enqueue(held) {
 			return nil, ErrQueueFull
 		}
 		start := time.Now()
 		err := w.sem.Acquire(ctx, weight)
-		w.waiting.Add(-1)
-		w.waitingBytes.Add(-held)
+		w.dequeue(held)
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +74,28 @@ func (w *Weighted) Acquire(ctx context.Context, weight, held int64) (release fun
 	}, nil
 }
 
+// enqueue counts a call holding held bytes as waiting, if the queue has
+// room for it.
+func (w *Weighted) enqueue(held int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, bytes := w.waiting.Load()+1, w.waitingBytes.Load()+held
+	if n > w.queue || n > 1 && bytes > w.queueBytes {
+		return false
+	}
+	w.waiting.Store(n)
+	w.waitingBytes.Store(bytes)
+	return true
+}
+
+// dequeue counts a waiting call out.
+func (w *Weighted) dequeue(held int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiting.Add(-1)
+	w.waitingBytes.Add(-held)
+}
+
 // InFlight is the weight of the calls running.
 func (w *Weighted) InFlight() int64 { return w.inFlight.Load() }
 
@@ -87,6 +107,8 @@ func (w *Weighted) QueuedBytes() int64 { return w.waitingBytes.Load() }
 
 // QueueState says, for a refused call's answer, what waits and the bounds.
 func (w *Weighted) QueueState() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return fmt.Sprintf("%d calls holding %d bytes already wait for memory (--max-queue %d, --max-queue-bytes %d)", w.Queued(), w.QueuedBytes(), w.queue, w.queueBytes)
 }
 

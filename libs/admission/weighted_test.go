@@ -88,12 +88,12 @@ func TestWeightedBoundsWhatTheQueueHolds(t *testing.T) {
 	}
 	enqueue := func(weight, held int64) <-chan result {
 		out := make(chan result, 1)
-		before := w.Queued()
+		before, beforeBytes := w.Queued(), w.QueuedBytes()
 		go func() {
 			r, err := w.Acquire(ctx, weight, held)
 			out <- result{r, err}
 		}()
-		for w.Queued() == before {
+		for w.Queued() == before || w.QueuedBytes() == beforeBytes {
 			select {
 			case r := <-out:
 				out <- r // refused: not queued

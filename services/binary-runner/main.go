@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.starlark.AllowedHosts = append(o.starlark.AllowedHosts, hosts...)
 		return err
 	})
-	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("input bytes × %d on the go executor, and × %d + %d MiB for a function process (binary executor, starlark), the process's own memory included as it is in the container's (with 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight, runner.ProcessWeight>>20))
+	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("input bytes × %d on the go executor, and × %d + %d MiB for a function process (binary executor, starlark), the process's own memory included as it is in the container's (with --max-queue-bytes and 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight, runner.ProcessWeight>>20))
 	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		// The garbage collector works harder as the heap nears what
 		// admission lets calls use, rather than letting it double.
-		debug.SetMemoryLimit(o.admission.MaxInFlightBytes + memoryHeadroom)
+		debug.SetMemoryLimit(o.admission.MaxInFlightBytes + o.admission.MaxQueueBytes + memoryHeadroom)
 	}
 	dirs, err := fnexec.NewDirs(o.tempDir)
 	if err != nil {
@@ -203,7 +203,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 // memoryHeadroom is the binary-runner's own memory beside its calls'
 // (requests being received, the executor table, the runtime): with
-// --max-in-flight-bytes, its soft memory limit (unless GOMEMLIMIT is set).
+// --max-in-flight-bytes and --max-queue-bytes, its soft memory limit
+// (unless GOMEMLIMIT is set).
 const memoryHeadroom = 256 << 20
 
 // recheckInterval is how often the binary executors' paths are checked again

@@ -101,21 +101,36 @@ const bom = "\xef\xbb\xbf"
 // Write never fails; the verdict waits for Close.
 func (s *Sniffer) Write(p []byte) (int, error) {
 	for i, c := range p {
+		if s.kindSeen && s.midLine && s.markerLen == 0 && c >= 0x20 && c < 0x7f {
+			// Past the kind, inside a line, printable ASCII changes
+			// nothing: the common case, kept short.
+			s.last = [2]byte{}
+			continue
+		}
+		if s.settled() {
+			break
+		}
 		pos := s.n + int64(i)
 		if pos == int64(s.bom) && pos < int64(len(bom)) && c == bom[pos] {
 			s.bom++
-			continue // not content
+			continue // not content; never in last
 		}
-		s.noteEncoding(pos, c)
-		if s.bad == nil && !s.lateDoc && (c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f) {
+		if c >= 0x80 {
+			s.noteEncoding(pos, c)
+		} else {
+			s.last = [2]byte{}
+		}
+		if s.bad == nil && !s.lateDoc && !s.leave && isControl(c) {
 			s.bad = fmt.Errorf("%w: not YAML: control character at byte %d", ErrInvalid, pos)
 		}
 		if s.first == 0 {
 			s.noteFirst(c)
 		}
 		lineStart, lineEnd := !s.midLine, c == '\n' || c == '\r'
-		s.noteMarker(c, lineStart, lineEnd)
-		if !s.kindSeen && !s.docEnded {
+		if lineStart || s.markerLen > 0 {
+			s.noteMarker(c, lineStart, lineEnd)
+		}
+		if !s.kindSeen && !s.docEnded && !s.leave {
 			s.lookForKind(c, lineStart, lineEnd)
 		}
 		s.midLine = !lineEnd
@@ -124,9 +139,26 @@ func (s *Sniffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// noteEncoding sets leave on what YAML reads otherwise than Sniff does.
+// isControl says whether c is a control character YAML refuses.
+func isControl(c byte) bool {
+	return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f
+}
+
+// settled says whether nothing later can change the verdict: a control
+// character refused; the kind read (or the first document ended) and the
+// first document maybe ended, so that later control characters are left
+// to Parse; or the input left to Parse before any kind was read.
+func (s *Sniffer) settled() bool {
+	return s.bad != nil || s.lateDoc && (s.kindSeen || s.docEnded) || s.leave && !s.kindSeen
+}
+
+// noteEncoding sets leave on what YAML reads otherwise than Sniff does,
+// from c (one of 0x80 and up) and the bytes before it. Only what comes
+// before one of these is read as YAML reads it: control characters after
+// it are left to Parse, and so is the kind if it was not read before.
 func (s *Sniffer) noteEncoding(pos int64, c byte) {
 	switch {
+	case s.docEnded: // the first document ended before it
 	case pos == 1 && (s.last[1] == 0xff && c == 0xfe || s.last[1] == 0xfe && c == 0xff): // UTF-16
 		s.leave = true
 	case s.last[1] == 0xc2 && c == 0x85: // U+0085
@@ -293,16 +325,16 @@ func (s *Sniffer) endKind() {
 		s.kind = v[1 : 1+end]
 		return
 	}
-	s.kind = bytes.Trim(v, `"'`)
+	s.kind = v
 }
 
 // Close gives the verdict on everything written.
 func (s *Sniffer) Close() error {
-	if s.leave {
-		return nil
-	}
 	if s.bad != nil {
 		return s.bad
+	}
+	if s.leave && !s.kindSeen {
+		return nil
 	}
 	if s.first == 0 && (s.firstDashes == 1 || s.firstDashes == 2) {
 		s.first = '-'

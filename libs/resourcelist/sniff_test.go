@@ -1,6 +1,7 @@
 package resourcelist
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -77,6 +78,10 @@ func TestSniff(t *testing.T) {
 		{"a key longer than kind:", "kind:x: 1\nkind: ResourceList\napiVersion: config.kubernetes.io/v1\n", true},
 		{"a key longer than kind: (two colons)", "kind:: 1\nkind: ResourceList\napiVersion: config.kubernetes.io/v1\n", true},
 		{"a long kind line", "apiVersion: config.kubernetes.io/v1\nkind" + strings.Repeat(" ", 253) + ": ResourceList\n", true},
+		{"a control character, then U+0085", "\x00\u0085", false},
+		{"a binary, then a byte order mark", "\x7fELF\x02\x01\x01\x00\ufeff", false},
+		{"another kind, then a byte order mark", "\ufeffapiVersion: apps/v1\nkind: Deployment\n---\n\ufeffapiVersion: v1\nkind: Service\n", false},
+		{"another kind, then U+2028", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  annotations:\n    a: \"x\u2028y\"\n", false},
 		{"a long kind value", "apiVersion: config.kubernetes.io/v1\nkind:" + strings.Repeat(" ", 240) + "ResourceList\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,6 +115,19 @@ func TestSniff(t *testing.T) {
 			}
 			assert.Equal(t, err == nil, s.Close() == nil, "byte by byte")
 		})
+	}
+}
+
+// Binary data is refused, whatever Unicode-looking bytes it has.
+func TestSniffRefusesBinary(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		b := make([]byte, 1<<16)
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		b = append(b, "\xc2\x85\xe2\x80\xa8\xef\xbb\xbf"...)
+		assert.Error(t, Sniff(b), "blob %d", i)
 	}
 }
 

@@ -178,11 +178,11 @@ func (s *Sniffer) noteMarker(c byte, lineStart, lineEnd bool) {
 		s.marker, s.markerLen = c, 1
 	case s.markerLen > 0 && s.markerLen < 3 && c == s.marker:
 		s.markerLen++
-		if s.markerLen == 3 && (s.marker == '.' || s.first != 0) {
+		if s.markerLen == 3 && s.first != 0 { // after content ("..." is content when none came before)
 			s.lateDoc = true
 		}
 	case s.markerLen == 3 && (c == ' ' || c == '\t' || lineEnd):
-		if s.marker == '.' || s.first != 0 {
+		if s.first != 0 {
 			s.docEnded = true
 		}
 		s.markerLen = 0
@@ -284,7 +284,7 @@ func (s *Sniffer) endKind() {
 	v, ok := bytes.CutPrefix(v, []byte(":"))
 	if !ok {
 		if key && s.kindCut && len(v) == 0 {
-			s.kindSeen, s.kindUnread = true, true // its colon may be past what was kept
+			s.kindLeft() // its colon may be past what was kept
 		}
 		return
 	}
@@ -292,12 +292,12 @@ func (s *Sniffer) endKind() {
 		// A colon ends a plain key only before a blank ("kind:x: 1" is
 		// the key "kind:x"); after a quoted one, it may not need one.
 		if !plain {
-			s.kindSeen, s.kindUnread = true, true
+			s.kindLeft()
 		}
 		return
 	}
 	if s.kindCut {
-		s.kindSeen, s.kindUnread = true, true // its value goes on past what was kept
+		s.kindLeft() // its value goes on past what was kept
 		return
 	}
 	// A comment starts at a "#" after white space.
@@ -308,18 +308,18 @@ func (s *Sniffer) endKind() {
 		}
 	}
 	v = bytes.TrimSpace(v)
-	s.kindSeen = true
 	if len(v) == 0 || bytes.IndexByte([]byte("!&*|>[{"), v[0]) >= 0 {
-		s.kindUnread = true
+		s.kindLeft()
 		return
 	}
+	s.kindSeen = true
 	if q := v[0]; q == '"' || q == '\'' {
 		// Read to its closing quote: a double-quoted value with an
 		// escape, a single-quoted one with a quote in it ('') or either
 		// going on to the next line is left to Parse.
 		end := bytes.IndexByte(v[1:], q)
 		if end < 0 || q == '"' && bytes.IndexByte(v[1:1+end], '\\') >= 0 || q == '\'' && bytes.HasPrefix(v[1+end+1:], []byte{q}) {
-			s.kindUnread = true
+			s.kindLeft()
 			return
 		}
 		s.kind = v[1 : 1+end]
@@ -327,6 +327,9 @@ func (s *Sniffer) endKind() {
 	}
 	s.kind = v
 }
+
+// kindLeft marks the kind line found but its value left to Parse.
+func (s *Sniffer) kindLeft() { s.kindSeen, s.kindUnread = true, true }
 
 // Close gives the verdict on everything written.
 func (s *Sniffer) Close() error {
@@ -349,8 +352,10 @@ func (s *Sniffer) Close() error {
 		s.endKind()
 	}
 	switch {
-	case s.kindUnread, !s.kindSeen && (s.oddKey || s.lineOdd), s.kindSeen && string(s.kind) != Kind && (s.oddKey || s.opens):
-		return nil // left to Parse
+	case s.kindUnread:
+		return nil // a kind it cannot read: left to Parse
+	case !s.kindSeen && (s.oddKey || s.lineOdd), s.kindSeen && string(s.kind) != Kind && (s.oddKey || s.opens):
+		return nil // a line before may hold the kind, or open a value over the kind's line: left to Parse
 	case !s.kindSeen:
 		return fmt.Errorf("%w: no top-level kind: %s", ErrInvalid, Kind)
 	case string(s.kind) != Kind:

@@ -40,6 +40,18 @@ var deadlineService = grpc.ServiceDesc{
 	}},
 }
 
+// serve serves srv on a free loopback port until the test ends, and returns
+// its address.
+func serve(t *testing.T, srv *grpcserving.Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = srv.Serve(ctx, lis) }()
+	return lis.Addr().String()
+}
+
 // A call without a deadline gets --max-call-duration; a caller's own
 // deadline stays.
 func TestMaxCallDurationIsTheDefaultDeadline(t *testing.T) {
@@ -47,12 +59,7 @@ func TestMaxCallDurationIsTheDefaultDeadline(t *testing.T) {
 		Name: "test", MaxMessageSize: 1 << 20, MaxCallDuration: 3 * time.Hour, MaxConcurrentStreams: 8,
 	})
 	srv.GRPC.RegisterService(&deadlineService, struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = srv.Serve(ctx, lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(serve(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
 

@@ -66,27 +66,24 @@ func frames(t *testing.T, b []byte) map[string]int {
 	}
 }
 
+// clients are the two kinds of client an fnrunner server has.
+var clients = []struct {
+	name string
+	dial []grpc.DialOption
+	ours bool // fnrunner's, with its fixed windows
+}{
+	{name: "porch's client, grpc-go defaults"},
+	{name: "fnrunner's client", dial: grpcserving.WindowDialOptions(), ours: true},
+}
+
 // Calls to an fnrunner server draw no flow-control frames: with grpc-go's
 // dynamic windows the receiver of each call's first data sends a
 // WINDOW_UPDATE and a bandwidth-estimation PING, which the sender answers,
 // waking both sides once more a call. A porch (default) client's own PINGs
 // are still answered; fnrunner's clients (WindowDialOptions) send none.
 func TestCallsDrawNoFlowControlFrames(t *testing.T) {
-	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: 1 << 20})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = srv.Serve(ctx, lis) }()
-
-	for _, tc := range []struct {
-		name   string
-		dial   []grpc.DialOption
-		client bool // the client is fnrunner's: it sends no PING either
-	}{
-		{name: "porch's client, grpc-go defaults"},
-		{name: "fnrunner's client", dial: grpcserving.WindowDialOptions(), client: true},
-	} {
+	addr := serve(t, grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: 1 << 20}))
+	for _, tc := range clients {
 		t.Run(tc.name, func(t *testing.T) {
 			var conn *recordedConn
 			dialer := func(ctx context.Context, addr string) (net.Conn, error) {
@@ -97,7 +94,7 @@ func TestCallsDrawNoFlowControlFrames(t *testing.T) {
 				conn = &recordedConn{Conn: c}
 				return conn, nil
 			}
-			cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), append(tc.dial,
+			cc, err := grpc.NewClient("passthrough:///"+addr, append(tc.dial,
 				grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithContextDialer(dialer))...)
 			require.NoError(t, err)
 			health := healthpb.NewHealthClient(cc)
@@ -120,7 +117,7 @@ func TestCallsDrawNoFlowControlFrames(t *testing.T) {
 			assert.InDelta(t, fromClient["PING"], fromServer["PING ack"], 1, "the server answers the client's PINGs")
 			// The connection's window is raised once, when it opens.
 			assert.LessOrEqual(t, fromServer["WINDOW_UPDATE"], 1, "from the server: %v", fromServer)
-			if tc.client {
+			if tc.ours {
 				assert.Zero(t, fromClient["PING"], "fnrunner's client's PINGs: %v", fromClient)
 				assert.LessOrEqual(t, fromClient["WINDOW_UPDATE"], 1, "from the client: %v", fromClient)
 			}
@@ -152,21 +149,10 @@ func TestMessagesLargerThanTheWindows(t *testing.T) {
 	require.Greater(t, size, grpcserving.ConnWindow)
 	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: size + 1<<10})
 	srv.GRPC.RegisterService(&echoService, struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = srv.Serve(ctx, lis) }()
-
-	for _, tc := range []struct {
-		name string
-		dial []grpc.DialOption
-	}{
-		{name: "porch's client, grpc-go defaults"},
-		{name: "fnrunner's client", dial: grpcserving.WindowDialOptions()},
-	} {
+	addr := serve(t, srv)
+	for _, tc := range clients {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, err := grpc.NewClient(lis.Addr().String(), append(tc.dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			cc, err := grpc.NewClient(addr, append(tc.dial, grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(size+1<<10), grpc.MaxCallSendMsgSize(size+1<<10)))...)
 			require.NoError(t, err)
 			defer cc.Close()

@@ -24,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 // helper is fnsandbox, built by Bazel (FNRUNNER_FNSANDBOX) or by hand.
@@ -31,16 +32,9 @@ func helper(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("FNRUNNER_FNSANDBOX")
 	if p == "" {
-		t.Skip("FNRUNNER_FNSANDBOX is not set (run under Bazel)")
+		harness.Need(t, "the sandbox", errors.New("FNRUNNER_FNSANDBOX is not set (run under Bazel, or set it to an fnsandbox built by hand)"))
 	}
-	if root := os.Getenv("TEST_SRCDIR"); root != "" {
-		// Bazel: $(rootpath) is below the workspace's runfiles, and the
-		// test runs in its package's directory.
-		p = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), p)
-	}
-	abs, err := filepath.Abs(p)
-	require.NoError(t, err)
-	return abs
+	return harness.Runfile(t, p)
 }
 
 func discard() *slog.Logger {
@@ -52,6 +46,9 @@ func open(t *testing.T, mode string, limits spec.Limits) *sandbox.Sandbox {
 	t.Helper()
 	f := sandbox.Flags{Mode: mode, Helper: helper(t), Limits: limits, ReadOnly: sandbox.SystemReadOnly, FirstUID: 3100000, TempDir: tempRoot(t), DirBytes: 8 << 20, WarmHelpers: 2}
 	sb, err := f.Open(context.Background(), discard())
+	if errors.Is(err, sandbox.ErrLayerMissing) {
+		harness.Need(t, "sandbox layers "+mode, err)
+	}
 	require.NoError(t, err)
 	t.Cleanup(sb.Close)
 	return sb
@@ -280,10 +277,11 @@ func TestHostileCasesByLayer(t *testing.T) {
 		},
 	}
 	sets := []string{"none", "base", "base,userns", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns"}
-	if os.Getuid() != 0 {
-		sets = []string{"none", "base", "base,userns", "base,landlock"}
-	}
 	for _, set := range sets {
+		if strings.Contains(set, "uid") && os.Getuid() != 0 {
+			t.Run(set, func(t *testing.T) { harness.NeedRoot(t, "hostile calls under "+set+" (the uid layer)") })
+			continue
+		}
 		sb := open(t, set, spec.Limits{})
 		for _, c := range cases {
 			t.Run(set+"/"+c.name, func(t *testing.T) {
@@ -292,8 +290,8 @@ func TestHostileCasesByLayer(t *testing.T) {
 				for _, s := range c.stoppedBy {
 					want = want || s == set
 				}
-				if c.name == "runs as root" && os.Getuid() != 0 {
-					t.Skip("the runner is not root")
+				if c.name == "runs as root" {
+					harness.NeedRoot(t, "a call of a root runner")
 				}
 				if c.name == "runs as root" && strings.Contains(set, "userns") {
 					t.Skip("uid 0 inside its own user namespace, by design: mapped to the call's uid outside")
@@ -305,9 +303,8 @@ func TestHostileCasesByLayer(t *testing.T) {
 }
 
 func TestLimitsBoundAHostileCall(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the process limit is per call only with the uid layer, which needs root")
-	}
+	// The process limit is per call only with the uid layer.
+	harness.NeedRoot(t, "limits on a hostile call")
 	sb := open(t, "base,landlock,uid", spec.Limits{Processes: 64, AddressSpace: 512 << 20, FileSize: 1 << 20, OpenFiles: 64})
 	t.Run("fork bomb ends with the call", func(t *testing.T) {
 		res, err := run(t, sb, 3*time.Second, `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 60`)
@@ -349,15 +346,16 @@ func TestLimitsBoundAHostileCall(t *testing.T) {
 // The cgroup layer bounds a call's processes together: memory across all of
 // them, and processes without the uid layer; its cgroup goes with the call.
 func TestCgroupBoundsTheWholeCall(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("making cgroups needs root")
-	}
+	harness.NeedRoot(t, "the cgroup layer's bounds")
 	// The helpers, and so their calls' cgroups, below a pids cgroup of
 	// this test's own: other tests' calls (a suite run at once) are not
 	// this test's to count or kill.
 	scope := testCgroup(t)
 	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, CPUMillis: 500, FirstUID: 3100000}
 	sb, err := f.Open(context.Background(), discard())
+	if errors.Is(err, sandbox.ErrLayerMissing) {
+		harness.Need(t, "the cgroup layer's bounds", err)
+	}
 	require.NoError(t, err)
 	t.Cleanup(sb.Close)
 	// Should a call's processes outlive it (the assertion at the end),
@@ -537,10 +535,10 @@ prlimit --pid $PPID --nofile=3:3 && echo lowered >&2; prlimit --pid $PPID --npro
 
 func TestFunctionsGetWhatOrdinaryProcessesHave(t *testing.T) {
 	for _, mode := range []string{"base", "base,userns", "base,cgroup", "base,landlock", "base,landlock,uid", "base,landlock,uid,userns,cgroup"} {
-		if strings.Contains(mode, "uid") && os.Getuid() != 0 {
-			continue
-		}
 		t.Run(mode, func(t *testing.T) {
+			if strings.Contains(mode, "uid") {
+				harness.NeedRoot(t, "functions under "+mode+" (the uid layer)")
+			}
 			sb := open(t, mode, spec.Limits{FileSize: 1 << 20})
 			// A bare command name, looked up in PATH.
 			res, err := fnexec.Run(context.Background(), []string{"cat"}, strings.NewReader("in"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
@@ -1000,9 +998,7 @@ func TestCallStoppedDuringItsHandoffKeepsItsDirectoryUntilTheHelperEnds(t *testi
 // runner ends it by that uid, and no later call gets the uid while it runs
 // (the leftover could reach its private directory, its processes).
 func TestKilledHelpersLeftoversAreEndedByUID(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the uid layer needs root")
-	}
+	harness.NeedRoot(t, "ending a killed helper's leftovers by uid (the uid layer)")
 	sb := open(t, "base,landlock,uid", spec.Limits{})
 	done := make(chan error, 1)
 	go func() {
@@ -1098,9 +1094,7 @@ func TestSandboxFailureIsNotTheFunctions(t *testing.T) {
 func TestRequiredLayerMissingRefusesToStart(t *testing.T) {
 	// A helper that is not root has no uid layer: the runner as an
 	// ordinary user, for real (setpriv drops to nobody).
-	if os.Getuid() != 0 {
-		t.Skip("needs root to drop to another user")
-	}
+	harness.NeedRoot(t, "a runner refusing a missing layer (dropping to another user)")
 	dir := tempRoot(t)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	bin, err := os.ReadFile(helper(t))

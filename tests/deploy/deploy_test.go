@@ -35,6 +35,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
@@ -55,16 +56,16 @@ func workloadPods(t *testing.T, o *unstructured.Unstructured) *corev1.PodTemplat
 
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
-	root := os.Getenv("TEST_SRCDIR")
-	if root != "" {
-		root = filepath.Join(root, os.Getenv("TEST_WORKSPACE"))
-	} else {
-		root = "../.."
+	// A runfile under Bazel; under go test, in the source tree from this
+	// package's directory.
+	dir := filepath.Join("deploy", "overlays", overlay)
+	if os.Getenv("TEST_SRCDIR") == "" {
+		dir = filepath.Join("..", "..", dir)
 	}
 	opts := krusty.MakeDefaultOptions()
 	// Runfiles are symlinks into the source tree.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "deploy", "overlays", overlay))
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), harness.Runfile(t, dir))
 	require.NoError(t, err, "kustomize %s", overlay)
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {
@@ -318,6 +319,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 // porch's kinds (no Namespace, CRD, FunctionConfig or template), so applying
 // it (and deleting it) leaves porch's objects exactly as they were.
 func TestFromPorchOverlay(t *testing.T) {
+	porchfiles.Require(t)
 	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 	ctx := context.Background()
 	var porch []*unstructured.Unstructured

@@ -152,8 +152,9 @@ func TestRunnersRefuseAMissingSandboxLayer(t *testing.T) {
 			}
 			args := append(flags, service.args...)
 			t.Run(service.env+" --sandbox="+tc.sandbox+" without "+tc.missing, func(t *testing.T) {
-				if tc.missing == "uid" && os.Getuid() != 0 {
-					t.Skip("the uid layer needs root in the first place")
+				if tc.missing == "uid" {
+					// The uid layer needs root in the first place.
+					harness.NeedRoot(t, "the refusal without the uid layer")
 				}
 				cmd := exec.Command(harness.Binary(t, service.env), args...)
 				done := make(chan struct{})

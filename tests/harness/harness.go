@@ -1,6 +1,7 @@
 // Package harness is the test plumbing shared by fnrunner's tests: where
-// Bazel put a test's data (Runfile, Binary, Workspace) and waiting for a
-// condition that may itself fail the test (WaitFor). The services
+// Bazel put a test's data (Runfile, Binary, Workspace), what a test needs of
+// the machine or the checkout (Need, NeedRoot, NeedCgroupV1, Shared), and
+// waiting for a condition that may itself fail the test (WaitFor). The services
 // themselves are run by tools/localstack, private registries by
 // tests/testregistry.
 //
@@ -11,6 +12,8 @@ package harness
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -85,6 +88,67 @@ func Workspace(t testing.TB) string {
 		}
 		dir = parent
 	}
+}
+
+// RequireAllEnv names the environment variable that makes Need fail a test
+// instead of skipping it: set to 1 where everything a test may need is there
+// (CI: .ci/run passes --test_env=FNRUNNER_REQUIRE_ALL=1), so that nothing
+// goes unchecked unnoticed.
+const RequireAllEnv = "FNRUNNER_REQUIRE_ALL"
+
+// skippedMarker starts the line Need writes for each test it skips;
+// tools/bazel lists those lines at the end of a test run.
+const skippedMarker = "FNRUNNER_SKIPPED"
+
+// Need reports that t cannot check what here, for the reason err: what the
+// machine or the checkout lacks (root, cgroup v1, shared data, a kernel
+// feature). It skips t, or fails it when RequireAllEnv is 1; a nil err means
+// nothing is missing, and Need does nothing. A skip also writes one line to
+// stderr, since Bazel runs tests without -v and a skip's message never
+// reaches test.log otherwise:
+//
+//	FNRUNNER_SKIPPED TestName: what not checked: err
+func Need(t testing.TB, what string, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	msg := fmt.Sprintf("%s not checked: %v", what, err)
+	if os.Getenv(RequireAllEnv) == "1" {
+		t.Fatalf("%s (%s=1: nothing may be skipped)", msg, RequireAllEnv)
+	}
+	fmt.Fprintf(os.Stderr, "%s %s: %s\n", skippedMarker, t.Name(), msg)
+	t.Skip(msg)
+}
+
+// NeedRoot is Need for a test that must run as root (namespaces, cgroups,
+// the sandbox's uid layer).
+func NeedRoot(t testing.TB, what string) {
+	t.Helper()
+	if uid := os.Geteuid(); uid != 0 {
+		Need(t, what, fmt.Errorf("needs root, and this test runs as uid %d", uid))
+	}
+}
+
+// NeedCgroupV1 is Need for a test that runs only on a cgroup v1 host. A host
+// has cgroup v2 when /sys/fs/cgroup/cgroup.controllers exists.
+func NeedCgroupV1(t testing.TB, what string) {
+	t.Helper()
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		Need(t, what, errors.New("needs cgroup v1, and this host has cgroup v2"))
+	}
+}
+
+// Shared returns the path of rel in shared/ beside the repository
+// (Workspace's ../shared), data that CI machines have and a fresh clone
+// does not; through Need, the test skips when it is missing.
+func Shared(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(Workspace(t), "..", "shared", rel)
+	if _, err := os.Stat(p); err != nil {
+		Need(t, "what reads shared/"+rel, fmt.Errorf("put shared/ beside the repository (CI has it; a fresh clone does not): %w", err))
+	}
+	return p
 }
 
 // Wait bounds WaitFor: a safety net for a hang or a broken build, never a

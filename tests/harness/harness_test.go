@@ -1,10 +1,13 @@
 package harness_test
 
 import (
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,6 +29,10 @@ var helpers = []struct {
 	{"tests/harness", "WaitFor", []string{"waitFor"}},
 	{"tests/harness", "Poll", []string{"poll", "wait", "eventually"}},
 	{"tests/harness", "Runfile", []string{"runfile"}},
+	{"tests/harness", "Need", []string{"need", "skipUnless", "requireOrSkip"}},
+	{"tests/harness", "NeedRoot", []string{"needRoot", "requireRoot", "skipUnlessRoot", "skipIfNotRoot"}},
+	{"tests/harness", "NeedCgroupV1", []string{"needCgroupV1", "requireCgroupV1", "skipOnCgroupV2"}},
+	{"tests/harness", "Shared", []string{"shared", "sharedDir", "sharedPath"}},
 	{"tools/localstack", "FreeAddress", []string{"freePort", "freeAddr", "freeAddress"}},
 	{"tests/testregistry", "New", []string{"privateRegistry"}},
 }
@@ -106,5 +113,63 @@ func TestOneDefinitionPerHelper(t *testing.T) {
 	require.NoError(t, err)
 	for i, h := range helpers {
 		assert.Equal(t, 1, homes[i], "definitions of %s.%s, the helper's home", h.dir, h.name)
+	}
+}
+
+// needChildEnv makes TestNeed, in the test binary TestNeed runs again, call
+// Need itself: with an error when "missing", with none when "present".
+const needChildEnv = "FNRUNNER_HARNESS_NEED_CHILD"
+
+// TestNeed runs this test binary again and reads what Need made of the
+// child's TestNeed: a skip, with its line on stderr (where it reaches Bazel's
+// test.log, with or without -v) for tools/bazel's list; a failure instead
+// under RequireAllEnv=1; nothing when nothing is missing.
+func TestNeed(t *testing.T) {
+	switch os.Getenv(needChildEnv) {
+	case "missing":
+		harness.Need(t, "the thing", errors.New("this machine lacks it"))
+		t.Fatal("Need returned on an error")
+	case "present":
+		harness.Need(t, "the thing", nil)
+		return
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	const line = "FNRUNNER_SKIPPED TestNeed: the thing not checked: this machine lacks it\n"
+	for _, tc := range []struct {
+		name, child, requireAll string
+		// verdict is go test's -v line for the child's TestNeed.
+		verdict string
+		// fails: the child exits non-zero, naming what it did not check.
+		fails bool
+		// listed: the child wrote line to stderr.
+		listed bool
+	}{
+		{name: "missing", child: "missing", verdict: "--- SKIP: TestNeed", listed: true},
+		{name: "missing, everything required", child: "missing", requireAll: "1", verdict: "--- FAIL: TestNeed", fails: true},
+		{name: "present", child: "present", verdict: "--- PASS: TestNeed"},
+		{name: "present, everything required", child: "present", requireAll: "1", verdict: "--- PASS: TestNeed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(self, "-test.run=^TestNeed$", "-test.v")
+			// Later entries win: this run's own RequireAllEnv is replaced.
+			cmd.Env = append(os.Environ(), needChildEnv+"="+tc.child, harness.RequireAllEnv+"="+tc.requireAll)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			stdout, err := cmd.Output()
+			if tc.fails {
+				var exit *exec.ExitError
+				require.ErrorAs(t, err, &exit, "stdout:\n%s\nstderr:\n%s", stdout, stderr.String())
+				assert.Contains(t, string(stdout), "the thing not checked: this machine lacks it (FNRUNNER_REQUIRE_ALL=1")
+			} else {
+				require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", stdout, stderr.String())
+			}
+			assert.Contains(t, string(stdout), tc.verdict)
+			if tc.listed {
+				assert.Contains(t, stderr.String(), line)
+			} else {
+				assert.NotContains(t, stderr.String(), "FNRUNNER_SKIPPED")
+			}
+		})
 	}
 }

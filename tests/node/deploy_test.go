@@ -614,6 +614,7 @@ func privateImage(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string, 
 // exec probes run grpc-health-probe, and porch's wrapper-server, given only
 // the flags it has, serves the call.
 func porchTemplates(t *testing.T, n *node.Node, conn *grpc.ClientConn, rl string) {
+	porchfiles.Require(t)
 	ctx := context.Background()
 	c := n.Kube.Client
 	wrapperServer := harness.Binary(t, "FNRUNNER_PORCH_WRAPPER_SERVER")

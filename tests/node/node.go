@@ -102,13 +102,13 @@ func hostState() map[string]string {
 }
 
 // Start brings a node up, waits until it is Ready, and tears it down (and
-// checks that nothing is left behind) when the test ends. It fails the test,
-// never skips it, when the node cannot run here.
+// checks that nothing is left behind) when the test ends. It skips the test
+// (harness.Need: fails it under harness.RequireAllEnv=1) when this machine
+// cannot run a node: not root, or cgroup v2.
 func Start(t testing.TB) *Node {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("tests/node needs root (network, mount and cgroup namespaces, containerd): run as root, or leave it out with --test_tag_filters=-node")
-	}
+	// Network, mount and cgroup namespaces, containerd.
+	harness.NeedRoot(t, "a real node")
 	bins := map[string]string{}
 	for _, b := range []string{"KUBELET", "KUBE_PROXY", "KUBE_SCHEDULER", "KUBE_CONTROLLER_MANAGER", "COREDNS", "NODE_PAUSE"} {
 		bins[b] = harness.Binary(t, "FNRUNNER_"+b)
@@ -122,9 +122,9 @@ func Start(t testing.TB) *Node {
 		}
 	}
 
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		t.Fatal("tests/node runs kubelet on cgroup v1 (these machines'); this host has cgroup v2, which it does not set up yet")
-	}
+	// kubelet runs on cgroup v1 (these machines'); the node does not set up
+	// cgroup v2 yet.
+	harness.NeedCgroupV1(t, "a real node")
 	// A run killed before its cleanup (a timeout, a crash) leaves its node
 	// behind; its processes are gone, so remove what they named.
 	sweepStale(t)

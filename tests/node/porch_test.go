@@ -42,6 +42,7 @@ var porchFinalizers = []string{"config.porch.kpt.dev/functionconfig-porch-server
 // pod made from porch's own template (porch's wrapper-server); a deleted
 // FunctionConfig goes.
 func TestSwitchFromPorch(t *testing.T) {
+	porchfiles.Require(t)
 	n := node.Start(t)
 	ctx := context.Background()
 	c := n.Kube.Client

@@ -1,6 +1,6 @@
 // Package porchfiles reads porch's own manifests, as an operator has them
 // installed: ../shared/porch-manifests beside the repository (see its
-// README), found through harness.Workspace. Tests that use it declare
+// README), found through harness.Shared. Tests that use it declare
 // //:WORKSPACE as data, set FNRUNNER_WORKSPACE_FILE, and are tagged
 // external (the files are outside the repository, so Bazel cannot see them
 // change).
@@ -18,15 +18,19 @@ import (
 	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
-// Path is the path of one of porch's manifests; the test fails when it is
-// missing.
+// Require skips the test (fails it under harness.RequireAllEnv=1) when
+// porch's manifests are not there: a test that sets up much before it reads
+// them calls it first.
+func Require(t testing.TB) {
+	t.Helper()
+	harness.Shared(t, "porch-manifests")
+}
+
+// Path is the path of one of porch's manifests; the test skips (fails under
+// harness.RequireAllEnv=1) when it is missing.
 func Path(t testing.TB, name string) string {
 	t.Helper()
-	p := filepath.Join(harness.Workspace(t), "..", "shared", "porch-manifests", name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("porch's manifests are test data: put shared/ beside the repository: %v", err)
-	}
-	return p
+	return harness.Shared(t, filepath.Join("porch-manifests", name))
 }
 
 // Objects are the objects of one of porch's manifests, in file order.

@@ -11,15 +11,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
-// requireCgroups fails unless this process may make cgroups (root, a
-// writable hierarchy), as the sandbox's cgroup layer needs.
+// requireCgroups skips the test (harness.Need) unless this process may make
+// cgroups (root, a hierarchy it finds), as the sandbox's cgroup layer needs,
+// and returns the helper's cgroup directories.
 func requireCgroups(t *testing.T) []string {
 	t.Helper()
-	require.Zero(t, os.Getuid(), "cgroup tests run as root")
+	harness.NeedRoot(t, "call cgroups")
 	_, bases, err := cgroupBases()
-	require.NoError(t, err)
+	harness.Need(t, "call cgroups", err)
 	return bases
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 // startChild starts argv as a child the test reaps itself, its standard
@@ -33,13 +36,13 @@ func reapChild(t *testing.T, pid int) unix.WaitStatus {
 	return ws
 }
 
-// skipWithoutPidfds skips a test on a kernel without pidfds (before 5.10
-// for PIDFD_NONBLOCK), where watchExit watches nothing.
+// skipWithoutPidfds skips a test (harness.Need) on a kernel without pidfds
+// (before 5.10 for PIDFD_NONBLOCK), where watchExit watches nothing.
 func skipWithoutPidfds(t *testing.T) {
 	t.Helper()
 	fd, err := unix.PidfdOpen(os.Getpid(), unix.PIDFD_NONBLOCK)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-		t.Skipf("no pidfds: %v", err)
+		harness.Need(t, "watching exits by pidfd", fmt.Errorf("this kernel has no pidfds: %w", err))
 	}
 	require.NoError(t, err)
 	unix.Close(fd)

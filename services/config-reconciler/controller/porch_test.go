@@ -43,6 +43,7 @@ var fcGVK = schema.GroupVersionKind{Group: "config.porch.kpt.dev", Version: "v1a
 // finalizer, and a deleted FunctionConfig goes once porch's components have
 // let it go.
 func TestPorchFunctionConfigsAsPorchHasThem(t *testing.T) {
+	porchfiles.Require(t)
 	crds := t.TempDir()
 	for _, name := range []string{"config.porch.kpt.dev_functionconfigs.yaml", "config.porch.kpt.dev_servicetemplates.yaml"} {
 		data, err := os.ReadFile(porchfiles.Path(t, name))
@@ -130,6 +131,7 @@ func TestPorchFunctionConfigsAsPorchHasThem(t *testing.T) {
 // other components' finalizers, so a delete completes once those let go,
 // and one with only ours goes at once.
 func TestReleaseFinalizersForUninstall(t *testing.T) {
+	porchfiles.Require(t)
 	crds := t.TempDir()
 	data, err := os.ReadFile(porchfiles.Path(t, "config.porch.kpt.dev_functionconfigs.yaml"))
 	require.NoError(t, err)

@@ -293,6 +293,7 @@ func TestRunnerReportReachesStatusFromAnyReplica(t *testing.T) {
 // Under porch's own CRD (no conditions) the runner's error is in porch's
 // error field, and it goes when the runner can run the binary.
 func TestRunnerReportInPorchStatus(t *testing.T) {
+	porchfiles.Require(t)
 	crds := t.TempDir()
 	for _, name := range []string{"config.porch.kpt.dev_functionconfigs.yaml", "config.porch.kpt.dev_servicetemplates.yaml"} {
 		data, err := os.ReadFile(porchfiles.Path(t, name))

@@ -1,6 +1,8 @@
 package ensurenamesubstring_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fnrunner/fnrunner/services/binary-runner/functions/ensure-name-substring/ensurenamesubstring"
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 const (
@@ -705,14 +708,15 @@ func kustomizeAPISource(t *testing.T) string {
 	envFile := os.Getenv("FNRUNNER_GOMOD_ENV")
 	if envFile == "" {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
-		if err != nil || strings.TrimSpace(string(out)) == "" {
-			t.Skipf("the kustomize module's source is not at hand: %v", err)
+		if err == nil && strings.TrimSpace(string(out)) == "" {
+			err = errors.New("go list -m printed no directory")
+		}
+		if err != nil {
+			harness.Need(t, "the name reference specs against kustomize's", fmt.Errorf("the kustomize module's source is not at hand: %w", err))
 		}
 		return strings.TrimSpace(string(out))
 	}
-	// $(rootpath) names runfiles relative to the workspace's runfiles.
-	runfiles := filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"))
-	env, err := os.ReadFile(filepath.Join(runfiles, envFile))
+	env, err := os.ReadFile(harness.Runfile(t, envFile))
 	require.NoError(t, err)
 	var cache string
 	for _, line := range strings.Split(string(env), "\n") {
@@ -721,7 +725,7 @@ func kustomizeAPISource(t *testing.T) string {
 		}
 	}
 	require.NotEmpty(t, cache, "GOMODCACHE in %s", envFile)
-	mods, err := os.ReadFile(filepath.Join(runfiles, os.Getenv("FNRUNNER_GOMOD_MODULES")))
+	mods, err := os.ReadFile(harness.Runfile(t, os.Getenv("FNRUNNER_GOMOD_MODULES")))
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(mods), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {

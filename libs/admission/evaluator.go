@@ -8,11 +8,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
+	"github.com/fnrunner/fnrunner/libs/intake"
 )
 
 // Evaluator admits each EvaluateFunction call to Next by weight: its input
 // bytes times Factor. A call refused (queue full) or whose context ends while
 // it waits is answered here and never reaches Next.
+//
+// A call keeps its weight until its answer has left the connection
+// (intake.Sent), not only until Next returns: grpc-go holds an answer its
+// client does not take. An answer larger than what the weight kept for it
+// (all of it but the input) is weighed again at its size plus the input's,
+// so that answers a function made many times larger than its input count in
+// full.
 type Evaluator struct {
 	Next   evalwire.Server
 	Limit  *Weighted
@@ -34,6 +42,20 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 		}
 		return nil, status.FromContextError(err).Err()
 	}
-	defer release()
-	return e.Next.EvaluateFunction(ctx, req)
+	resp, err := e.Next.EvaluateFunction(ctx, req)
+	if err != nil || resp == nil {
+		release()
+		return resp, err
+	}
+	out := int64(resp.ResourceList.Len() + len(resp.Log))
+	// The answer's share of the weight is all of it but the input.
+	if release, err = e.Limit.Grow(ctx, release, size*e.Factor, size+out, out); err != nil {
+		resp.Free()
+		if errors.Is(err, ErrQueueFull) {
+			return nil, status.Errorf(codes.ResourceExhausted, "function %q: its answer of %d bytes (from %d) does not fit beside the calls running, and %s; the function ran, its answer was dropped", req.Image, out, size, e.Limit.QueueState())
+		}
+		return nil, status.FromContextError(err).Err()
+	}
+	intake.Sent(ctx, out, release)
+	return resp, nil
 }

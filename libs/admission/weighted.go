@@ -64,6 +64,37 @@ func (w *Weighted) Acquire(ctx context.Context, weight, held int64) (release fun
 		}
 		waited(w.wait, start)
 	}
+	return w.admitted(weight), nil
+}
+
+// TryAcquire admits a call of weight if it fits now, without waiting.
+func (w *Weighted) TryAcquire(weight int64) (release func(), ok bool) {
+	weight = min(max(weight, 1), w.capacity)
+	if !w.sem.TryAcquire(weight) {
+		return nil, false
+	}
+	return w.admitted(weight), true
+}
+
+// Grow makes a running call, admitted at weight, hold need instead when need
+// is more: at once if the difference fits beside the calls running, and
+// otherwise by giving its weight back and waiting for need whole, holding
+// held bytes meanwhile (as a queued call holds its request), so that no call
+// holds weight while it waits for more. It returns the release of what the
+// call holds then (nil with an error: Acquire's).
+func (w *Weighted) Grow(ctx context.Context, release func(), weight, need, held int64) (func(), error) {
+	if need <= weight {
+		return release, nil
+	}
+	if more, ok := w.TryAcquire(need - weight); ok {
+		return func() { more(); release() }, nil
+	}
+	release()
+	return w.Acquire(ctx, need, held)
+}
+
+// admitted counts weight in flight and returns its release.
+func (w *Weighted) admitted(weight int64) (release func()) {
 	w.inFlight.Add(weight)
 	var once atomic.Bool
 	return func() {
@@ -71,7 +102,7 @@ func (w *Weighted) Acquire(ctx context.Context, weight, held int64) (release fun
 			w.inFlight.Add(-weight)
 			w.sem.Release(weight)
 		}
-	}, nil
+	}
 }
 
 // enqueue counts a call holding held bytes as waiting, if the queue has

@@ -58,7 +58,7 @@ func TestMaxCallDurationIsTheDefaultDeadline(t *testing.T) {
 	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{
 		Name: "test", MaxMessageSize: 1 << 20, MaxCallDuration: 3 * time.Hour, MaxConcurrentStreams: 8,
 	})
-	srv.GRPC.RegisterService(&deadlineService, struct{}{})
+	srv.RegisterService(&deadlineService, struct{}{})
 	conn, err := grpc.NewClient(serve(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fnrunner/fnrunner/libs/intake"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
@@ -25,6 +26,8 @@ type Flags struct {
 	MaxCallDuration      time.Duration
 	MaxConcurrentStreams uint
 	MaxConnectionAge     time.Duration
+	MaxHeaderListSize    uint
+	Intake               IntakeFlags
 	// ignored are porch's flags this service accepted without acting on them.
 	ignored []porchFlag
 }
@@ -39,6 +42,8 @@ func (f *Flags) Register(fs *flag.FlagSet, metricsAddress string) {
 	fs.DurationVar(&f.MaxCallDuration, "max-call-duration", 10*time.Minute, "Deadline of a call whose caller set none (a caller's own deadline always applies); 0 = none.")
 	fs.UintVar(&f.MaxConcurrentStreams, "max-concurrent-streams", 1024, "Most calls one client connection may have in flight (gRPC MaxConcurrentStreams); more wait in the client.")
 	fs.DurationVar(&f.MaxConnectionAge, "max-connection-age", 5*time.Minute, "A client connection older than this is asked to go (GOAWAY) and closed once its calls end, so clients reconnect and spread over replicas as they are scaled; 0 = never.")
+	fs.UintVar(&f.MaxHeaderListSize, "max-header-list-size", DefaultMaxHeaderListSize, "Largest header list (metadata) of a call, in bytes as HPACK decodes it (each field counts its name, value and 32); a larger one resets the stream. Porch's requests carry under 1 KiB: path, authority, content type, user agent, timeout and trace context.")
+	f.Intake.register(fs)
 	f.LogLevel = slog.LevelInfo
 	fs.Var(logLevel{&f.LogLevel}, "log-level", "Log level: DEBUG, INFO, WARN or ERROR, or porch's 0-5 (0 ERROR, 1 WARN, 2 INFO, 3-5 DEBUG).")
 }
@@ -106,4 +111,49 @@ func FlagError(err error) error {
 		return err
 	}
 	return &flagError{err}
+}
+
+// IntakeFlags bound what the gRPC server holds before a service's
+// admission sees a call, and after it answered (libs/intake).
+type IntakeFlags struct {
+	MaxConnections        int
+	MaxConnectionsPerPeer int
+	MaxUnreadStreams      int
+	MaxReceiveBytes       int64
+	MaxReceiveDuration    time.Duration
+	MaxSendDuration       time.Duration
+	MaxUnsentBytes        int64
+}
+
+func (f *IntakeFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.MaxConnections, "max-connections", 1024, "Most client connections open at once; a new one past it closes the one idle longest (or, with none idle, stalled longest), so a reconnecting client always gets in. 0 = unbounded.")
+	fs.IntVar(&f.MaxConnectionsPerPeer, "max-connections-per-peer", 64, "Most client connections open from one IP; a new one past it closes one of that IP's idle connections, or is refused. 0 = unbounded.")
+	fs.IntVar(&f.MaxUnreadStreams, "max-unread-streams", 1536, fmt.Sprintf("Most calls whose request is not being read yet, on all connections (each may hold %d KiB of its request and its header list); a new call past it takes the place of the oldest of a connection holding more, or is refused with ResourceExhausted. 0 = unbounded.", ServerStreamWindow>>10))
+	fs.Int64Var(&f.MaxReceiveBytes, "max-receive-bytes", 0, "Memory for requests being read, each counted at the largest message (--max-request-body-size): as many are read at once as fit, one connection at most half of them, the others wait their turn. 0 = 8 largest messages.")
+	fs.DurationVar(&f.MaxReceiveDuration, "max-receive-duration", 30*time.Second, "How long a call's request may take to arrive in full, from its first frame; past it the call ends and nothing is run. 0 = no bound.")
+	fs.Int64Var(&f.MaxUnsentBytes, "max-unsent-bytes", 0, "Answers one client connection may have waiting to leave, in bytes; past it, no more of its requests are read until its client takes some. 0 = 2 largest messages.")
+	fs.DurationVar(&f.MaxSendDuration, "max-send-duration", 30*time.Second, "How long answers may wait for a client that takes none of their bytes (a receive window kept shut); past it the client's connection is closed. 0 = no bound.")
+}
+
+// intakeLimits are the gate's limits for a server whose largest message is
+// maxMessage bytes.
+func (f *Flags) intakeLimits(maxMessage int) intake.Limits {
+	in := f.Intake
+	bytes := in.MaxReceiveBytes
+	if bytes <= 0 {
+		bytes = 8 * int64(max(maxMessage, 1))
+	}
+	unsent := in.MaxUnsentBytes
+	if unsent <= 0 {
+		unsent = 2 * int64(max(maxMessage, 1))
+	}
+	return intake.Limits{
+		MaxUnsentBytes:        unsent,
+		MaxConnections:        in.MaxConnections,
+		MaxConnectionsPerPeer: in.MaxConnectionsPerPeer,
+		MaxUnreadStreams:      in.MaxUnreadStreams,
+		MaxReading:            int(max(bytes/int64(max(maxMessage, 1)), 1)),
+		ReceiveTimeout:        in.MaxReceiveDuration,
+		SendTimeout:           in.MaxSendDuration,
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/fnrunner/fnrunner/libs/intake"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
@@ -40,9 +42,17 @@ const LivenessService = "liveness"
 // still passes, since grpc-go widens the window to a message's length once
 // it has read its header. The connection's window comes back as data
 // arrives, so a stream left unread does not hold up the others.
+//
+// A server's own stream window is smaller, ServerStreamWindow: it is what
+// a stream whose request no handler has asked for yet may hold, and the
+// gate (libs/intake) counts up to --max-unread-streams of those. A request
+// under a quarter of it draws no WINDOW_UPDATE either; a larger one draws
+// one when its handler reads it, as grpc-go then opens the window to the
+// message's length.
 const (
-	StreamWindow = 1 << 20
-	ConnWindow   = 4 << 20
+	StreamWindow       = 1 << 20
+	ConnWindow         = 4 << 20
+	ServerStreamWindow = 64 << 10
 )
 
 // WindowDialOptions give a client connection to an fnrunner service (or to
@@ -75,6 +85,12 @@ type Config struct {
 	// MaxConnectionAge, when set, makes clients reconnect (GOAWAY) after
 	// it; calls in flight on the old connection run to their end.
 	MaxConnectionAge time.Duration
+	// MaxHeaderListSize bounds a call's header list (its metadata),
+	// counted as HPACK decodes it (0: DefaultMaxHeaderListSize).
+	MaxHeaderListSize uint32
+	// Intake bounds connections and requests still being received, and
+	// answers not yet taken (libs/intake).
+	Intake intake.Limits
 	// ServerOptions are added to the gRPC server's options.
 	ServerOptions []grpc.ServerOption
 	// Gatherers are served on /metrics beside the service's own registry
@@ -86,14 +102,25 @@ type Config struct {
 }
 
 // Server is a gRPC server with health and metrics, not yet serving.
+//
+// Services are registered on the Server itself (it is a
+// grpc.ServiceRegistrar), never on GRPC directly: registering through it
+// puts every method's request read under the gate.
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	GRPC     *grpc.Server
 	Health   *health.Server
 	Registry *prometheus.Registry
+	gate     *intake.Gate
+	gated    map[string]bool // services registered through the Server
 	stopping chan struct{}
 }
+
+var _ grpc.ServiceRegistrar = (*Server)(nil)
+
+// DefaultMaxHeaderListSize is --max-header-list-size's default.
+const DefaultMaxHeaderListSize = 8 << 10
 
 // New builds the gRPC server with the health service registered (NOT_SERVING
 // until the caller says otherwise) and a metrics registry that already
@@ -102,11 +129,18 @@ func New(log *slog.Logger, cfg Config) *Server {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newRPCMetrics(reg)
+	if cfg.MaxHeaderListSize == 0 {
+		cfg.MaxHeaderListSize = DefaultMaxHeaderListSize
+	}
+	gate := intake.New(log, "grpc", cfg.Intake)
+	reg.MustRegister(gate.Collectors()...)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+		grpc.MaxHeaderListSize(cfg.MaxHeaderListSize),
+		grpc.InTapHandle(gate.Tap),
 		grpc.ChainUnaryInterceptor(telemetry.UnaryServerInterceptor, m.unary, callLog(log), defaultDeadline(cfg.MaxCallDuration)),
-		grpc.StaticStreamWindowSize(StreamWindow),
+		grpc.StaticStreamWindowSize(ServerStreamWindow),
 		grpc.StaticConnWindowSize(ConnWindow),
 	}
 	opts = append(opts, cfg.Telemetry.ServerOptions()...)
@@ -121,14 +155,35 @@ func New(log *slog.Logger, cfg Config) *Server {
 		GRPC:     grpc.NewServer(opts...),
 		Health:   health.NewServer(),
 		Registry: reg,
+		gate:     gate,
+		gated:    map[string]bool{},
 		stopping: make(chan struct{}),
 	}
 	// "" is readiness: NOT_SERVING until the service says otherwise.
 	// "liveness" is SERVING while the process serves (for liveness probes).
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.Health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s.GRPC, s.Health)
+	healthpb.RegisterHealthServer(s, s.Health)
 	return s
+}
+
+// RegisterService registers a service on the gRPC server with its requests
+// read under the gate (intake.Gate.Wrap).
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.GRPC.RegisterService(s.gate.Wrap(desc), impl)
+	s.gated[desc.ServiceName] = true
+}
+
+// ungated are the services registered on GRPC directly, past the gate.
+func (s *Server) ungated() []string {
+	var out []string
+	for name := range s.GRPC.GetServiceInfo() {
+		if !s.gated[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Open is how every service main starts: it builds the gRPC server with
@@ -147,6 +202,8 @@ func (f *Flags) Open(log *slog.Logger, port int, tls *TLSFlags, cfg Config) (net
 	cfg.MetricsAddress, cfg.DrainTimeout = f.MetricsAddress, f.DrainTimeout
 	cfg.MaxCallDuration, cfg.MaxConcurrentStreams = f.MaxCallDuration, uint32(min(f.MaxConcurrentStreams, 1<<31))
 	cfg.MaxConnectionAge = f.MaxConnectionAge
+	cfg.MaxHeaderListSize = uint32(min(f.MaxHeaderListSize, 1<<31))
+	cfg.Intake = f.intakeLimits(cfg.MaxMessageSize)
 	if f.HealthPort > 0 {
 		cfg.HealthAddress = net.JoinHostPort(f.ListenHost, strconv.Itoa(f.HealthPort))
 	}
@@ -193,6 +250,25 @@ func defaultDeadline(d time.Duration) grpc.UnaryServerInterceptor {
 	}
 }
 
+// The health server for probes (--health-port) and the metrics server take
+// a few small calls from the kubelet and Prometheus: their bounds are fixed.
+const probeMaxMessage = 4 << 10
+
+func probeLimits() intake.Limits {
+	return intake.Limits{
+		MaxConnections:        64,
+		MaxConnectionsPerPeer: 16,
+		MaxUnreadStreams:      64,
+		MaxReading:            16,
+		ReceiveTimeout:        10 * time.Second,
+		SendTimeout:           10 * time.Second,
+	}
+}
+
+func metricsLimits() intake.Limits {
+	return intake.Limits{MaxConnections: 64, MaxConnectionsPerPeer: 16}
+}
+
 // listen opens the service's TCP listener on host:port ("" host: every interface).
 func listen(host string, port int) (net.Listener, error) {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
@@ -206,6 +282,11 @@ func listen(host string, port int) (net.Listener, error) {
 // reports NOT_SERVING, stops accepting calls, and waits up to DrainTimeout for
 // in-flight calls before cancelling them. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if names := s.ungated(); len(names) > 0 {
+		_ = lis.Close()
+		return fmt.Errorf("services %v were registered on the gRPC server directly, past the gate: register them on the grpcserving.Server", names)
+	}
+	lis = s.gate.Listener(lis)
 	errc := make(chan error, 4) // gRPC, health for probes and up to two metrics servers
 	go func() {
 		s.log.Info("serving gRPC", "address", lis.Addr().String())
@@ -221,8 +302,20 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 			s.GRPC.Stop()
 			return fmt.Errorf("health listener: %w", err)
 		}
-		probes = grpc.NewServer()
-		healthpb.RegisterHealthServer(probes, s.Health)
+		limits := probeLimits()
+		gate := intake.New(s.log, "health", limits)
+		s.Registry.MustRegister(gate.Collectors()...)
+		hlis = gate.Listener(hlis)
+		probes = grpc.NewServer(append([]grpc.ServerOption{
+			grpc.MaxRecvMsgSize(probeMaxMessage),
+			grpc.MaxSendMsgSize(probeMaxMessage),
+			grpc.MaxHeaderListSize(s.cfg.MaxHeaderListSize),
+			grpc.MaxConcurrentStreams(uint32(limits.MaxUnreadStreams)),
+			grpc.InTapHandle(gate.Tap),
+			grpc.StaticStreamWindowSize(ServerStreamWindow),
+			grpc.StaticConnWindowSize(ConnWindow),
+		}, keepaliveOptions(Config{})...)...)
+		probes.RegisterService(gate.Wrap(&healthpb.Health_ServiceDesc), s.Health)
 		defer probes.Stop()
 		go func() {
 			s.log.Info("serving gRPC health for probes", "address", hlis.Addr().String())
@@ -233,17 +326,30 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 
 	var metrics []*http.Server
+	metricsGate := intake.New(s.log, "metrics", metricsLimits())
+	if len(s.metricsAddresses()) > 0 {
+		s.Registry.MustRegister(metricsGate.Collectors()...)
+	}
 	for _, addr := range s.metricsAddresses() {
 		mux := http.NewServeMux()
 		gatherers := append(firstWins{s.Registry, s.cfg.Telemetry.Gatherer()}, s.cfg.Gatherers...)
 		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.Registry}))
-		m := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		m := &http.Server{
+			Addr:              addr,
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      time.Minute,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    int(s.cfg.MaxHeaderListSize),
+		}
 		mlis, err := net.Listen("tcp", addr)
 		if err != nil {
 			s.GRPC.Stop()
 			s.shutdownMetrics(metrics)
 			return fmt.Errorf("metrics listener: %w", err)
 		}
+		mlis = metricsGate.Listener(mlis)
 		metrics = append(metrics, m)
 		go func() {
 			s.log.Info("serving metrics", "address", mlis.Addr().String())

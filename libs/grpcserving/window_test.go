@@ -148,7 +148,7 @@ func TestMessagesLargerThanTheWindows(t *testing.T) {
 	const size = 6 << 20 // porch's --max-request-body-size
 	require.Greater(t, size, grpcserving.ConnWindow)
 	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{Name: "test", MaxMessageSize: size + 1<<10})
-	srv.GRPC.RegisterService(&echoService, struct{}{})
+	srv.RegisterService(&echoService, struct{}{})
 	addr := serve(t, srv)
 	for _, tc := range clients {
 		t.Run(tc.name, func(t *testing.T) {

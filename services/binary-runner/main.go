@@ -166,7 +166,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None, Next: runner.New(cfg, catalog.Functions(), runner.Options{
+	evalwire.Register(srv, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None, Next: runner.New(cfg, catalog.Functions(), runner.Options{
 		FunctionsDir:       o.functions,
 		AllowAbsolutePaths: o.allowAbsolutePaths,
 		MaxOutputBytes:     o.maxRequestBodySize,

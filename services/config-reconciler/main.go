@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	configpb.RegisterExecutorConfigServer(srv.GRPC, &store.Server{Store: st, Reports: recorder, Log: log, Stopping: srv.Stopping()})
+	configpb.RegisterExecutorConfigServer(srv, &store.Server{Store: st, Reports: recorder, Log: log, Stopping: srv.Stopping()})
 	srv.Registry.MustRegister(st.Collectors()...)
 
 	g, ctx := errgroup.WithContext(ctx)

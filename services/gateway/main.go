@@ -194,7 +194,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if err != nil {
 		return err
 	}
-	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None,
+	evalwire.Register(srv, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None,
 		Next: &admission.Evaluator{Next: ev, Limit: admitted, Factor: 2, Service: "gateway"}})
 	if ready != nil {
 		ready <- lis.Addr()

@@ -291,7 +291,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "pod",
+	evalwire.Register(srv, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "pod",
 		Next: &admission.Evaluator{Next: podServer, Limit: admitted, Factor: 2, Service: "pod-manager"}})
 
 	g, ctx := errgroup.WithContext(ctx)

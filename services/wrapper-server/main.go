@@ -196,7 +196,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	if sb.Enabled() {
 		exec.Sandbox = sb
 	}
-	evalwire.Register(srv.GRPC, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "wrapper", Next: &wrapper{
+	evalwire.Register(srv, &evalmetrics.Evaluator{Metrics: evaluations, Executor: "wrapper", Next: &wrapper{
 		function:   &fnexec.Binary{Argv: o.entrypoint, Options: exec},
 		limit:      limit,
 		concurrent: o.maxConcurrent,

@@ -33,6 +33,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
 	"github.com/fnrunner/fnrunner/tools/procstat"
@@ -127,6 +128,11 @@ func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlo
 // startWith starts the stack with runner as the binary-runner ("" for the
 // real one) and args (its --sandbox flag first) added to its flags.
 func startWith(t *testing.T, runner string, args ...string) *world {
+	return startStack(t, nil, runner, args...)
+}
+
+// startStack is startWith with gatewayArgs added to the gateway's flags.
+func startStack(t *testing.T, gatewayArgs []string, runner string, args ...string) *world {
 	// Function binaries and the calls' temp dirs where every call's uid
 	// reaches them (Bazel's temp dir is below root's private home).
 	root, err := os.MkdirTemp("/tmp", "hostile-")
@@ -160,6 +166,7 @@ func startWith(t *testing.T, runner string, args ...string) *world {
 		Configs:      map[string]string{"hostile.yaml": configs.String()},
 		Functions:    extra,
 		InternalArgs: certs.Args(),
+		GatewayArgs:  gatewayArgs,
 		BinaryRunner: runner,
 		BinaryRunnerArgs: append([]string{
 			"--temp-dir=" + tempDir, "--sandbox-first-uid=3200000",
@@ -328,9 +335,7 @@ func aliasCycle(data string) string {
 }
 
 func TestHostile(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the uid layer needs root")
-	}
+	harness.NeedRoot(t, "hostile calls under the uid layer")
 	w := start(t)
 	w.ordinary(t, 1)
 	for _, c := range cases(w) {
@@ -356,9 +361,7 @@ func TestHostile(t *testing.T) {
 
 // A call tries to read the stdin of another call running beside it.
 func TestReadingAnotherCallsInput(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the uid layer needs root")
-	}
+	harness.NeedRoot(t, "reading another call's input under the uid layer")
 	w := start(t)
 	victim := make(chan error, 1)
 	go func() {
@@ -375,9 +378,7 @@ func TestReadingAnotherCallsInput(t *testing.T) {
 // The resource-exhaustion cases while ordinary calls go on: those succeed
 // meanwhile.
 func TestExhaustionBesideOrdinaryCalls(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the uid layer needs root")
-	}
+	harness.NeedRoot(t, "exhaustion beside ordinary calls under the uid layer")
 	w := start(t)
 	for _, c := range cases(w) {
 		if !c.exhausting {
@@ -406,13 +407,8 @@ func TestExhaustionBesideOrdinaryCalls(t *testing.T) {
 // zombie and no escapee. With --sandbox=none the escapee stays, which is
 // what the sandbox's subreaper is for.
 func TestHostileFunctionsWithTheRunnerAsPIDOne(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("unshare --pid needs root")
-	}
-	runner := os.Getenv("FNRUNNER_BINARY_RUNNER")
-	if root := os.Getenv("TEST_SRCDIR"); root != "" {
-		runner = filepath.Join(root, os.Getenv("TEST_WORKSPACE"), runner)
-	}
+	harness.NeedRoot(t, "the binary-runner as PID 1 (unshare --pid)")
+	runner := harness.Runfile(t, os.Getenv("FNRUNNER_BINARY_RUNNER"))
 	wrapper := filepath.Join(t.TempDir(), "binary-runner-as-pid-1")
 	require.NoError(t, os.WriteFile(wrapper, []byte(`#!/bin/bash
 # The binary-runner as PID 1 of a new pid namespace. unshare does not pass
@@ -564,6 +560,8 @@ func (rawCodec) Name() string                       { return "proto" }
 // Hostile protobuf bodies on the porch-facing port: each is refused with
 // InvalidArgument, and the gateway goes on serving.
 func TestHostileRequests(t *testing.T) {
+	// start's binary-runner has the uid layer.
+	harness.NeedRoot(t, "hostile requests to a stack under the uid layer")
 	w := start(t)
 	conn, err := grpc.NewClient(w.s.GatewayAddress, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(16<<20)))
@@ -629,9 +627,7 @@ func processesOfUIDs(t *testing.T, from, to int) []int {
 // one of them spinning until its deadline meanwhile, each get exactly their
 // own lines, and the spinning one holds up none of them.
 func TestStarlarkPrintIsPerCall(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the uid layer needs root")
-	}
+	harness.NeedRoot(t, "starlark's print per call under the uid layer")
 	w := start(t)
 	spun := make(chan error, 1)
 	go func() {

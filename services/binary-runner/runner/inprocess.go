@@ -56,10 +56,13 @@ func (p *inProcess) run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 	done := make(chan outcome, 1)
 	go func() {
 		res, err := runInProcess(p.process, data, p.maxOutputBytes)
-		done <- outcome{res, err}
+		// The function's half of the weight goes first, so that a call
+		// whose answer is weighed again (admission.Weighted.Grow) does not
+		// wait behind its own function.
 		if p.finished != nil {
 			p.finished()
 		}
+		done <- outcome{res, err}
 	}()
 	select {
 	case <-ctx.Done():

@@ -24,6 +24,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/libs/intake"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
@@ -183,8 +184,10 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		if err != nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 		}
+		release := func() {}
 		if r.opts.Admission != nil {
-			release, err := r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()), int64(req.ResourceList.Len()))
+			var err error
+			release, err = r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()), int64(req.ResourceList.Len()))
 			if errors.Is(err, admission.ErrQueueFull) {
 				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %s; the function was not run", req.Image, r.opts.Admission.QueueState())
 			}
@@ -199,10 +202,29 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 				// output in full.
 				ip.finished, release = bothDone(release)
 			}
-			defer release()
 		}
 		res, err := rt.Run(ctx, req.ResourceList)
-		return fnresult.Respond(req.Image, req.ResourceList, res, err)
+		resp, err := fnresult.Respond(req.Image, req.ResourceList, res, err)
+		if err != nil || resp == nil {
+			release()
+			return resp, err
+		}
+		// The weight is kept until the answer has left (grpc-go holds
+		// one its client does not take), and grows to cover an answer
+		// larger than its share (all of the weight but the input).
+		size, out := int64(req.ResourceList.Len()), int64(resp.ResourceList.Len()+len(resp.Log))
+		if r.opts.Admission != nil {
+			release, err = r.opts.Admission.Grow(ctx, release, weight(rt, int(size)), size+out, out)
+			if err != nil {
+				resp.Free()
+				if errors.Is(err, admission.ErrQueueFull) {
+					return nil, status.Errorf(codes.ResourceExhausted, "function %q: its answer of %d bytes (from %d) does not fit beside the calls running, and %s; the function ran, its answer was dropped", req.Image, out, size, r.opts.Admission.QueueState())
+				}
+				return nil, status.FromContextError(err).Err()
+			}
+		}
+		intake.Sent(ctx, out, release)
+		return resp, nil
 	}
 	if missing != nil {
 		return nil, status.Errorf(codes.NotFound, "function %q not found: %v", req.Image, missing)

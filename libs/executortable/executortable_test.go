@@ -36,3 +36,71 @@ func TestBuildAndLookup(t *testing.T) {
 	}
 	assert.NotNil(t, tables.Invalid["ns/bad"], "invalid = %v", tables.Invalid)
 }
+
+// A call pinning a digest that no claim names goes to no executor's claim,
+// so the gateway sends it on to the pod executor, which pulls the digest.
+func TestLookupDigestNobodyClaims(t *testing.T) {
+	const claimed = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	tables := Build(&configpb.Snapshot{Functions: []*configpb.FunctionConfig{
+		{Namespace: "ns", Name: "sn", Image: "set-namespace",
+			Go:     &configpb.GoExecutor{Tags: []string{"v0.4.5", "~0.4"}, Id: "set-namespace"},
+			Binary: &configpb.BinaryExecutor{Path: "set-namespace"},
+			Pod:    &configpb.PodExecutor{Tags: []string{claimed}}},
+	}})
+	for _, tc := range []struct {
+		image string
+		want  []Kind
+	}{
+		{"set-namespace:v0.4.5", []Kind{Go, Binary}},
+		{"set-namespace:v0.4.5@sha256:0000000000000000000000000000000000000000000000000000000000000002", nil},
+		{"set-namespace@" + claimed, []Kind{Pod}},
+		{"set-namespace:v0.4.5@" + claimed, []Kind{Pod}},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			ref, err := imagematch.Parse(tc.image, "")
+			require.NoError(t, err)
+			var got []Kind
+			for _, k := range Kinds() {
+				if _, ok := tables.Lookup(k, ref); ok {
+					got = append(got, k)
+				}
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// The pod executor pulls a pinned digest itself, so its claim of the tag,
+// or of every tag, still gives a digest call its pod settings; the go and
+// binary executors' tag claims never run it.
+func TestPodClaimOfTheTagRunsADigest(t *testing.T) {
+	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000003"
+	tables := Build(&configpb.Snapshot{Functions: []*configpb.FunctionConfig{
+		{Namespace: "ns", Name: "sn", Image: "set-namespace",
+			Go:  &configpb.GoExecutor{Tags: []string{"v0.4.5"}, Id: "set-namespace"},
+			Pod: &configpb.PodExecutor{Tags: []string{"v0.4.5"}}},
+		{Namespace: "ns", Name: "any", Image: "apply-setters", Pod: &configpb.PodExecutor{}},
+	}})
+	for _, tc := range []struct {
+		image string
+		want  []Kind
+	}{
+		{"set-namespace:v0.4.5@" + digest, []Kind{Pod}},
+		{"set-namespace:v0.4.6@" + digest, nil},
+		{"set-namespace@" + digest, nil},
+		{"apply-setters@" + digest, []Kind{Pod}},
+		{"apply-setters:v0.2.0@" + digest, []Kind{Pod}},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			ref, err := imagematch.Parse(tc.image, "")
+			require.NoError(t, err)
+			var got []Kind
+			for _, k := range Kinds() {
+				if _, ok := tables.Lookup(k, ref); ok {
+					got = append(got, k)
+				}
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

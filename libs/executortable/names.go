@@ -11,8 +11,9 @@ import (
 // caller counts it as "other"). The name comes from the table, never from
 // the caller alone, so there are at most as many as the table has claims:
 //
-//   - prefix/name:tag when a claim names ref's tag exactly (or
-//     prefix/name@digest when one names its digest);
+//   - prefix/name@digest when ref pins a digest: only a claim of that
+//     digest runs it (imagematch.Table.Lookup), whatever its tag;
+//   - prefix/name:tag when a claim names ref's tag exactly;
 //   - prefix/name when ref is run by a claim for every tag or by a semver
 //     constraint ("~0.4" runs v0.4.0, 0.4.1, v0.4.99999, ...).
 //
@@ -35,10 +36,10 @@ func (t *Tables) FunctionName(ref imagematch.Reference) (string, bool) {
 	}
 	exact := t.Tags(ref)
 	switch {
-	case ref.Tag != "" && slices.Contains(exact, ref.Tag):
-		return imagematch.Reference{Prefix: ref.Prefix, Name: ref.Name, Tag: ref.Tag}.String(), true
 	case ref.Digest != "" && slices.Contains(exact, ref.Digest):
 		return imagematch.Reference{Prefix: ref.Prefix, Name: ref.Name, Digest: ref.Digest}.String(), true
+	case ref.Digest == "" && slices.Contains(exact, ref.Tag):
+		return imagematch.Reference{Prefix: ref.Prefix, Name: ref.Name, Tag: ref.Tag}.String(), true
 	}
 	return ref.Repository(), true
 }

@@ -24,8 +24,13 @@ func TestFunctionName(t *testing.T) {
 		{name: "exact tag, spelled out: the same name", image: "example.com/fns/set-namespace:v0.4.5", want: "example.com/fns/set-namespace:v0.4.5"},
 		{name: "exact tag under a second prefix", image: "ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5",
 			want: "ghcr.io/kptdev/krm-functions-catalog/set-namespace:v0.4.5"},
-		{name: "exact tag with a digest: the digest is dropped", image: "set-namespace:v0.4.5@sha256:" + other, want: "example.com/fns/set-namespace:v0.4.5"},
+		{name: "exact tag with a digest nobody claims: not run, not named", image: "set-namespace:v0.4.5@sha256:" + other, want: ""},
 		{name: "claimed digest", image: "set-namespace@sha256:" + digest, want: "example.com/fns/set-namespace@sha256:" + digest},
+		{name: "claimed digest under a tag: named by the digest", image: "set-namespace:v0.4.5@sha256:" + digest, want: "example.com/fns/set-namespace@sha256:" + digest},
+		{name: "unclaimed digest only", image: "set-namespace@sha256:" + other, want: ""},
+		{name: "constraint with a digest", image: "set-namespace:v0.4.7@sha256:" + other, want: ""},
+		{name: "every tag with a digest", image: "any-tag:whatever@sha256:" + other, want: ""},
+		{name: "every tag, digest only", image: "any-tag@sha256:" + other, want: ""},
 		{name: "constraint: the repository only", image: "set-namespace:v0.4.7", want: "example.com/fns/set-namespace"},
 		{name: "constraint, without v: the repository only", image: "set-namespace:0.4.123", want: "example.com/fns/set-namespace"},
 		{name: "a prerelease the constraint leaves out", image: "set-namespace:v0.4.7-rc.1", want: ""},
@@ -57,6 +62,8 @@ func TestFunctionNamesAreBounded(t *testing.T) {
 			fmt.Sprintf("set-namespace:0.4.%d", i),
 			fmt.Sprintf("any-tag:t%d", i),
 			fmt.Sprintf("unclaimed-%d:v1", i),
+			fmt.Sprintf("any-tag@sha256:%064x", i),
+			fmt.Sprintf("set-namespace:v0.4.5@sha256:%064x", i),
 		} {
 			if name, ok := tables.FunctionNameOf(image); ok {
 				names[name] = true

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -95,6 +96,12 @@ func Parse(image, defaultPrefix string) (Reference, error) {
 	if digest != "" && !hasExplicitTag(full) {
 		t = ""
 	}
+	if err := checkName(tag.RegistryStr(), tag.RepositoryStr()); err != nil {
+		return Reference{}, fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
+	}
+	if err := checkTag(t); err != nil {
+		return Reference{}, fmt.Errorf("%w %q: %w", ErrInvalidImage, image, err)
+	}
 	dir, base := path.Split(tag.RepositoryStr())
 	if base == "" {
 		return Reference{}, fmt.Errorf("%w %q: no function name", ErrInvalidImage, image)
@@ -125,6 +132,9 @@ func NormalizePrefix(prefix, defaultPrefix string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: prefix %q: %w", ErrInvalidImage, prefix, err)
 	}
+	if err := checkName(ref.RegistryStr(), ref.RepositoryStr()); err != nil {
+		return "", fmt.Errorf("%w: prefix %q: %w", ErrInvalidImage, prefix, err)
+	}
 	return strings.TrimSuffix(ref.RegistryStr()+"/"+strings.TrimSuffix(ref.RepositoryStr(), "x"), "/"), nil
 }
 
@@ -136,4 +146,50 @@ func normalizeDefault(p string) string {
 		p += "/"
 	}
 	return p
+}
+
+// The OCI distribution name grammar (github.com/distribution/reference),
+// which go-containerregistry's weak validation does not enforce: it lets
+// through path components such as ".." or "-a", which a prefix compared as
+// a string does not see.
+var (
+	domainRE        = regexp.MustCompile(`^(?:` + domainComponent + `(?:\.` + domainComponent + `)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?$`)
+	pathComponentRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$`)
+	tagRE           = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
+)
+
+const domainComponent = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+
+// maxNameLength bounds a repository name, registry included, as the
+// distribution grammar does.
+const maxNameLength = 255
+
+// checkName checks a registry and a repository path against the
+// distribution grammar: the registry is a domain name, an IPv4 address or
+// a bracketed IPv6 address, with an optional port; each path component is
+// lower-case letters and digits, separated by one '.', one or two '_', or
+// dashes; the whole name is at most maxNameLength characters.
+func checkName(registry, repository string) error {
+	if !domainRE.MatchString(registry) {
+		return fmt.Errorf("registry %q is not a domain name or an IP address with an optional port", registry)
+	}
+	for _, c := range strings.Split(repository, "/") {
+		if !pathComponentRE.MatchString(c) {
+			return fmt.Errorf("path component %q is not lower-case letters and digits separated by '.', '_', '__' or dashes", c)
+		}
+	}
+	if n := len(registry) + 1 + len(repository); n > maxNameLength {
+		return fmt.Errorf("the name is %d characters, longer than %d", n, maxNameLength)
+	}
+	return nil
+}
+
+// checkTag checks a tag against the distribution grammar: up to 128 word
+// characters, dots and dashes, not starting with a dot or a dash. "" (a
+// reference with a digest only) has no tag to check.
+func checkTag(tag string) error {
+	if tag != "" && !tagRE.MatchString(tag) {
+		return fmt.Errorf("tag %q is not up to 128 letters, digits, '_', '.' and '-', starting with a letter, a digit or '_'", tag)
+	}
+	return nil
 }

@@ -25,6 +25,9 @@ func TestParse(t *testing.T) {
 		{"localhost:5000/fn", "", Reference{Prefix: "localhost:5000", Name: "fn", Tag: "latest"}},
 		{"set-namespace@sha256:" + strings.Repeat("a", 64), "", Reference{Prefix: catalog, Name: "set-namespace", Digest: "sha256:" + strings.Repeat("a", 64)}},
 		{"set-namespace:v0.4.5@sha256:" + strings.Repeat("b", 64), "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "v0.4.5", Digest: "sha256:" + strings.Repeat("b", 64)}},
+		{"[::1]:5000/fns/fn:v1", "", Reference{Prefix: "[::1]:5000/fns", Name: "fn", Tag: "v1"}},
+		{"10.0.0.7:8080/fn:v1", "", Reference{Prefix: "10.0.0.7:8080", Name: "fn", Tag: "v1"}},
+		{"Registry.Example.com/fns/fn:V_1.x-Y", "", Reference{Prefix: "Registry.Example.com/fns", Name: "fn", Tag: "V_1.x-Y"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			got, err := Parse(tc.image, tc.defaultPrefix)
@@ -54,6 +57,89 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
+// Names outside the distribution grammar are refused, whatever
+// go-containerregistry's weak validation lets through: a prefix compared as
+// a string must not be escaped by "..".
+func TestParseGrammar(t *testing.T) {
+	for _, tc := range []struct {
+		image string
+		ok    bool
+	}{
+		{"ghcr.io/allowed/../evil/fn:v1", false},
+		{"ghcr.io/allowed/./fn:v1", false},
+		{"ghcr.io/a//b:v1", false},
+		{"ghcr.io/-a/fn:v1", false},
+		{"ghcr.io/a-/fn:v1", false},
+		{"ghcr.io/A/fn:v1", false},
+		{"ghcr.io/fns/a..b:v1", false},
+		{"ghcr.io/fns/a___b:v1", false},
+		{"ghcr.io/fns/_a:v1", false},
+		{"ghcr.io/fns/a.:v1", false},
+		{"..:v1", false},
+		{"-fn:v1", false},
+		{"fn-:v1", false},
+		{"ghcr.io/fns/a__b:v1", true},
+		{"ghcr.io/fns/a_b:v1", true},
+		{"ghcr.io/fns/a-b:v1", true},
+		{"ghcr.io/fns/a--b:v1", true},
+		{"ghcr.io/fns/a.b:v1", true},
+		{"ghcr.io/fns/a.b-c__d_e:v1", true},
+		{"localhost:5000/x:v1", true},
+		{"localhost/x:v1", true},
+		{"[::1]:5000/x:v1", true},
+		{"[::1]/x:v1", true},
+		{"-ghcr.io/fn:v1", false},
+		{"ghcr-.io/fn:v1", false},
+		{"ghcr..io/fn:v1", false},
+		{"ghcr.io:port/fn:v1", false},
+		{"[::1/fn:v1", false},
+		{"[zz::1]:5000/fn:v1", false},
+		{"fn:.v1", false},
+		{"fn:-v1", false},
+		{"fn:_v1", true},
+		{"fn:v1.-_", true},
+		{"fn:" + strings.Repeat("t", 128), true},
+		{"fn:" + strings.Repeat("t", 129), false},
+		{"fn:.v1@sha256:" + strings.Repeat("a", 64), false},
+		{"ghcr.io/a/../fn@sha256:" + strings.Repeat("a", 64), false},
+		{"ghcr.io/" + strings.Repeat("a", 255-len("ghcr.io/")) + ":v1", true},
+		{"ghcr.io/" + strings.Repeat("a", 256-len("ghcr.io/")) + ":v1", false},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			ref, err := Parse(tc.image, "")
+			if tc.ok {
+				assert.NoError(t, err, "Parse(%q)", tc.image)
+				return
+			}
+			assert.ErrorIs(t, err, ErrInvalidImage, "Parse(%q) = %+v", tc.image, ref)
+		})
+	}
+}
+
+// The default prefix is part of the name, so it is held to the grammar too.
+func TestParseChecksTheDefaultPrefix(t *testing.T) {
+	_, err := Parse("fn:v1", "ghcr.io/allowed/../evil")
+	assert.ErrorIs(t, err, ErrInvalidImage)
+}
+
+func TestNormalizePrefixRejects(t *testing.T) {
+	for _, prefix := range []string{
+		"ghcr.io/allowed/..",
+		"ghcr.io/allowed/../evil",
+		"ghcr.io/./fns",
+		"ghcr.io//fns",
+		"ghcr.io/Fns",
+		"ghcr.io/-fns",
+		"ghcr.io/fns-",
+		"ghcr.io/a___b",
+		"-ghcr.io/fns",
+		"ghcr.io/" + strings.Repeat("a", 300),
+	} {
+		got, err := NormalizePrefix(prefix, "")
+		assert.ErrorIs(t, err, ErrInvalidImage, "NormalizePrefix(%q) = %q", prefix, got)
+	}
+}
+
 func TestNormalizePrefix(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                                      "ghcr.io/kptdev/krm-functions-catalog",
@@ -61,6 +147,8 @@ func TestNormalizePrefix(t *testing.T) {
 		"ghcr.io/kptdev/krm-functions-catalog/": "ghcr.io/kptdev/krm-functions-catalog",
 		"docker.io/example":                     "index.docker.io/example",
 		"localhost:5000":                        "localhost:5000",
+		"[::1]:5000/fns":                        "[::1]:5000/fns",
+		"ghcr.io/a__b/c-d":                      "ghcr.io/a__b/c-d",
 	} {
 		got, err := NormalizePrefix(in, "")
 		assert.NoError(t, err, "NormalizePrefix(%q)", in)

@@ -21,6 +21,8 @@ type Claim[T any] struct {
 	Prefixes []string
 	// Tags are exact tags ("v0.4.5", "latest", "sha256:…" for a digest) or
 	// semver constraints ("~0.4", ">=0.2.0 <0.3.0"). None means every tag.
+	// A reference that pins a digest is run only by a claim of that digest;
+	// tags, constraints and "every tag" run references without one.
 	Tags []string
 	// Value is what Lookup returns for a match.
 	Value T
@@ -62,7 +64,18 @@ type rule[T any] struct {
 	value      T
 }
 
+// tagRank is how well r's tag matches ref's, 0 for not at all. A reference
+// that pins a digest names content, which only a claim of that digest
+// vouches for: no tag, constraint or "every tag" matches it, so that the
+// call goes to an executor that pulls the digest rather than to one that
+// runs whatever it has for the tag.
 func (r *rule[T]) tagRank(ref Reference) int {
+	if ref.Digest != "" {
+		if r.tag == ref.Digest {
+			return rankExactTag
+		}
+		return 0
+	}
 	switch {
 	case r.tag == anyTag:
 		return rankAnyTag
@@ -72,7 +85,7 @@ func (r *rule[T]) tagRank(ref Reference) int {
 			return 0
 		}
 		return rankConstraint
-	case r.tag == ref.Tag || (ref.Digest != "" && r.tag == ref.Digest):
+	case r.tag == ref.Tag:
 		return rankExactTag
 	}
 	return 0
@@ -171,7 +184,9 @@ func IsConstraint(tag string) bool {
 	return false
 }
 
-// Lookup returns the value of the best claim for ref, if any claims it.
+// Lookup returns the value of the best claim for ref, if any claims it. A
+// reference with a digest is claimed only by a claim of that digest
+// ("sha256:…" among its tags), whatever its tag.
 func (t *Table[T]) Lookup(ref Reference) (T, bool) {
 	var best *rule[T]
 	bestTag, bestPrefix := 0, 0

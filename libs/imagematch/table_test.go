@@ -41,11 +41,47 @@ func TestLookupPrecedence(t *testing.T) {
 		{"starlark:v0.5.5", "any-tag"},
 		{"gcr.io/kpt-fn/starlark:v0.5.5", ""},
 		{"apply-setters@sha256:" + sha('d'), "digest"},
-		{"apply-setters:latest@sha256:" + sha('e'), "latest"},
+		{"apply-setters:latest@sha256:" + sha('e'), ""}, // a digest nobody claims: not the tag's claim
 		{"apply-setters", "latest"},
 		{"apply-setters:v0.2.2", ""},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
+			got, ok := table.Lookup(mustParse(t, tc.image))
+			assert.Equal(t, tc.want != "", ok, "Lookup(%s) found a value", tc.image)
+			assert.Equal(t, tc.want, got, "Lookup(%s)", tc.image)
+		})
+	}
+}
+
+// A reference that pins a digest is run only by a claim of that digest:
+// tags, constraints and "every tag" say what runs for a tag, not that it is
+// the content the digest names.
+func TestLookupDigests(t *testing.T) {
+	claimed, unclaimed := "sha256:"+sha('d'), "sha256:"+sha('e')
+	table, conflicts, invalid := NewTable("", []Claim[string]{
+		{Owner: "ns/tag", Name: "fn", Tags: []string{"v1.0.0"}, Value: "tag"},
+		{Owner: "ns/constraint", Name: "fn", Tags: []string{"~1.0"}, Value: "constraint"},
+		{Owner: "ns/digest", Name: "fn", Tags: []string{claimed}, Value: "digest"},
+		{Owner: "ns/any", Name: "any", Value: "any-tag"},
+	})
+	require.Empty(t, conflicts, "conflicts")
+	require.Empty(t, invalid, "invalid")
+	for _, tc := range []struct {
+		name, image string
+		want        string // "" = no match
+	}{
+		{"tag alone", "fn:v1.0.0", "tag"},
+		{"constraint alone", "fn:v1.0.3", "constraint"},
+		{"claimed tag with a digest nobody claims", "fn:v1.0.0@" + unclaimed, ""},
+		{"constraint with a digest nobody claims", "fn:v1.0.3@" + unclaimed, ""},
+		{"every tag with a digest", "any:v1@" + unclaimed, ""},
+		{"every tag, digest only", "any@" + unclaimed, ""},
+		{"digest only, unclaimed", "fn@" + unclaimed, ""},
+		{"digest only, claimed exactly", "fn@" + claimed, "digest"},
+		{"claimed digest under a claimed tag", "fn:v1.0.0@" + claimed, "digest"},
+		{"claimed digest under any tag", "fn:unrelated@" + claimed, "digest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			got, ok := table.Lookup(mustParse(t, tc.image))
 			assert.Equal(t, tc.want != "", ok, "Lookup(%s) found a value", tc.image)
 			assert.Equal(t, tc.want, got, "Lookup(%s)", tc.image)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,12 @@ type Options struct {
 	// on private ClusterIPs. Every other registry must resolve to public
 	// addresses; link-local ones (cloud metadata) are never dialled.
 	AllowedRegistries []string
+	// Proxy is the HTTP(S) or SOCKS5 proxy registries are reached through
+	// (nil: none; HTTPS_PROXY and HTTP_PROXY in the environment are
+	// ignored). The proxy may be at any address but a link-local one; each
+	// registry's own addresses are checked as without it, before the proxy
+	// is asked to connect.
+	Proxy *url.URL
 	// TTL is how long a tag's metadata is reused (0 = 5 minutes).
 	TTL time.Duration
 	// NegativeTTL is how long "no such image" is remembered (0 = 30 s).
@@ -131,8 +138,12 @@ func New(opts Options) (*Resolver, error) {
 		}
 		r.keychain = kc
 	}
-	tr := remote.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = newDialGuard(opts.AllowedRegistries).DialContext
+	if opts.Proxy != nil {
+		if err := checkProxyURL(opts.Proxy); err != nil {
+			return nil, err
+		}
+	}
+	tr := registryTransport(newDialGuard(opts.AllowedRegistries, opts.Proxy))
 	if len(opts.CAPaths) > 0 {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
@@ -149,6 +160,55 @@ func New(opts Options) (*Resolver, error) {
 	}
 	r.transport = tr
 	return r, nil
+}
+
+// registryTransport is go-containerregistry's default transport dialling
+// through g, and through g's proxy if it has one. The environment's proxy
+// settings (HTTPS_PROXY, HTTP_PROXY) are never used: through a proxy the
+// guard would check the proxy's address in place of the registry's.
+func registryTransport(g *dialGuard) *http.Transport {
+	tr := remote.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = g.DialContext
+	tr.Proxy = nil
+	if g.proxyURL != nil {
+		tr.Proxy = g.Proxy
+	}
+	return tr
+}
+
+// ParseProxyURL parses a proxy URL for Options.Proxy: "" is none (nil);
+// the scheme must be one the transport dials (http, https, socks5,
+// socks5h), with a host.
+func ParseProxyURL(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(s)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Not ue itself: it quotes the URL, and with it any password.
+		err = ue.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry proxy: not a URL: %w", err)
+	}
+	if err := checkProxyURL(u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// checkProxyURL refuses a proxy URL the transport cannot use.
+func checkProxyURL(u *url.URL) error {
+	switch u.Scheme {
+	case "http", "https", "socks5", "socks5h":
+	default:
+		return fmt.Errorf("registry proxy %q: the scheme must be http, https, socks5 or socks5h", u.Redacted())
+	}
+	if u.Hostname() == "" {
+		return fmt.Errorf("registry proxy %q: no host", u.Redacted())
+	}
+	return nil
 }
 
 // Collectors export the cache's and the registry's metrics:

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -79,6 +80,7 @@ type options struct {
 	kubeconfig                   string
 	owner                        string
 	runUnclaimed                 bool
+	registryProxy                *url.URL
 	warmUp                       bool
 }
 
@@ -114,6 +116,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
 	fs.DurationVar(&o.podProbeInterval, "pod-probe-interval", 100*time.Millisecond, "How often the pod-manager asks a starting function pod's wrapper-server itself (gRPC health, at the address --pod-address gives) whether it serves, so that a cold call starts as soon as it does, not after the kubelet's next readiness probe and status update. 0: wait for the pod's Ready condition (and, with service-dns, its ready endpoint) only.")
 	fs.Func("allowed-unclaimed-images", "Comma-separated image prefixes (registry/path) under which images no FunctionConfig claims may run in pods; empty: any (porch's behaviour, with --run-unclaimed-images).", func(v string) error {
+	fs.Func("registry-proxy", "URL of an HTTP(S) or SOCKS5 proxy through which image lookups reach registries, e.g. http://proxy.example:3128; empty (default): none. The environment's HTTPS_PROXY and HTTP_PROXY are ignored. The proxy may be at any address but a link-local one; each registry's own addresses are checked as without a proxy, before the proxy is asked to connect.", func(v string) (err error) {
+		o.registryProxy, err = imagemeta.ParseProxyURL(v)
+		return err
+	})
 		// Normalized as image references are (docker.io → index.docker.io),
 		// so that a prefix matches the images it names.
 		o.unclaimedPrefixes = nil
@@ -207,7 +213,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var current atomic.Pointer[templates.Templates]
 	current.Store(tpl)
 
-	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries}
+	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy}
 	pullSecret := ""
 	if o.enablePrivateRegistries {
 		metaOpts.DockerConfigPath = o.registryAuthSecretPath

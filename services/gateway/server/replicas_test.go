@@ -110,7 +110,7 @@ func TestReplicasKeyOnTheNormalizedImage(t *testing.T) {
 		rs = append(rs, Replica{Address: fmt.Sprintf("pm-%d:9449", i)})
 	}
 	short := rs.Order(parse(t, "set-namespace:v0.4.5"))[0]
-	full := rs.Order(parse(t, imagematch.DefaultPrefix+"/set-namespace:v0.4"))[0]
+	full := rs.Order(parse(t, imagematch.DefaultPrefix+"set-namespace:v0.4"))[0]
 	assert.Equal(t, short.Address, full.Address)
 }
 

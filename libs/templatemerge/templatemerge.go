@@ -7,6 +7,10 @@
 // runs the function; init containers copy the wrapper-server into a shared
 // volume. Container overrides go to "function", init container overrides to
 // every init container.
+//
+// Apply merges whatever it is given: a Policy says which overrides may be
+// applied at all (the Secrets and ConfigMaps they name, the resources they
+// ask for), and is checked before.
 package templatemerge
 
 import (

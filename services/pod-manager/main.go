@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -42,6 +43,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/restconfig"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
+	"github.com/fnrunner/fnrunner/libs/templatemerge"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/server"
@@ -73,19 +75,24 @@ type options struct {
 	unclaimedPrefixes            []string
 	overrideServiceAccounts      []string
 	allowOverrideSecurityContext bool
+	overridePolicy               templatemerge.Policy
 	podReadyTimeout              time.Duration
 	podProbeInterval             time.Duration
 	imageMetadataTTL             time.Duration
 	allowedRegistries            []string
+	registryProxy                *url.URL
 	kubeconfig                   string
 	owner                        string
 	runUnclaimed                 bool
-	registryProxy                *url.URL
 	warmUp                       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{overrideServiceAccounts: []string{"*"}}
+	o := &options{overrideServiceAccounts: []string{"*"}, overridePolicy: templatemerge.Policy{
+		// The default template limits the function container to 2 CPUs
+		// and 1 GiB; a FunctionConfig may ask for as much CPU and twice the memory.
+		MaxCPU: resource.MustParse("2"), MaxMemory: resource.MustParse("2Gi"),
+	}}
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("pod-manager", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -109,6 +116,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.allowedRegistries = splitList(v)
 		return nil
 	})
+	fs.Func("registry-proxy", "URL of an HTTP(S) or SOCKS5 proxy through which image lookups reach registries, e.g. http://proxy.example:3128; empty (default): none. The environment's HTTPS_PROXY and HTTP_PROXY are ignored. The proxy may be at any address but a link-local one; each registry's own addresses are checked as without a proxy, before the proxy is asked to connect.", func(v string) (err error) {
+		o.registryProxy, err = imagemeta.ParseProxyURL(v)
+		return err
+	})
 	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
 	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
 	fs.StringVar(&o.wrapperServerImage, "wrapper-server-image", os.Getenv("WRAPPER_SERVER_IMAGE"), "Image of the wrapper-server, used by the default pod template's init container (default $WRAPPER_SERVER_IMAGE).")
@@ -116,10 +127,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.podReadyTimeout, "pod-ready-timeout", time.Minute, "How long a function pod may take to become ready (porch waits 60 s); then it is deleted and the calls waiting on it fail with Unavailable naming why (unschedulable, readiness not passing). 0: no bound.")
 	fs.DurationVar(&o.podProbeInterval, "pod-probe-interval", 100*time.Millisecond, "How often the pod-manager asks a starting function pod's wrapper-server itself (gRPC health, at the address --pod-address gives) whether it serves, so that a cold call starts as soon as it does, not after the kubelet's next readiness probe and status update. 0: wait for the pod's Ready condition (and, with service-dns, its ready endpoint) only.")
 	fs.Func("allowed-unclaimed-images", "Comma-separated image prefixes (registry/path) under which images no FunctionConfig claims may run in pods; empty: any (porch's behaviour, with --run-unclaimed-images).", func(v string) error {
-	fs.Func("registry-proxy", "URL of an HTTP(S) or SOCKS5 proxy through which image lookups reach registries, e.g. http://proxy.example:3128; empty (default): none. The environment's HTTPS_PROXY and HTTP_PROXY are ignored. The proxy may be at any address but a link-local one; each registry's own addresses are checked as without a proxy, before the proxy is asked to connect.", func(v string) (err error) {
-		o.registryProxy, err = imagemeta.ParseProxyURL(v)
-		return err
-	})
 		// Normalized as image references are (docker.io → index.docker.io),
 		// so that a prefix matches the images it names.
 		o.unclaimedPrefixes = nil
@@ -137,6 +144,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil
 	})
 	fs.BoolVar(&o.allowOverrideSecurityContext, "allow-override-security-context", true, "Let a FunctionConfig's templateOverrides.securityContext change the pod's (as porch does).")
+	fs.Func("allowed-override-secrets", "Comma-separated Secrets (of --pod-namespace) a FunctionConfig's templateOverrides env secretKeyRef and envFrom secretRef may name; empty (default): none.", func(v string) error {
+		o.overridePolicy.AllowedSecrets = splitList(v)
+		return nil
+	})
+	fs.Func("allowed-override-configmaps", "Comma-separated ConfigMaps (of --pod-namespace) a FunctionConfig's templateOverrides env configMapKeyRef and envFrom configMapRef may name; empty (default): none.", func(v string) error {
+		o.overridePolicy.AllowedConfigMaps = splitList(v)
+		return nil
+	})
+	fs.Func("max-override-cpu", "Most CPU a FunctionConfig's templateOverrides resources may request or limit a container to (default 2).", quantityFlag(&o.overridePolicy.MaxCPU))
+	fs.Func("max-override-memory", "Most memory a FunctionConfig's templateOverrides resources may request or limit a container to (default 2Gi).", quantityFlag(&o.overridePolicy.MaxMemory))
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
@@ -154,6 +171,21 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, grpcserving.FlagError(fmt.Errorf("--pod-address %q: want service-dns or pod-ip", o.podAddress))
 	}
 	return o, nil
+}
+
+// quantityFlag reads a flag value, a resource quantity not below zero, into q.
+func quantityFlag(q *resource.Quantity) func(string) error {
+	return func(v string) error {
+		parsed, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		if parsed.Sign() < 0 {
+			return fmt.Errorf("%s is negative", v)
+		}
+		*q = parsed
+		return nil
+	}
 }
 
 // splitList reads a comma-separated flag value.
@@ -287,6 +319,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		UnclaimedPrefixes:           o.unclaimedPrefixes,
 		OverrideServiceAccounts:     o.overrideServiceAccounts,
 		DenyOverrideSecurityContext: !o.allowOverrideSecurityContext,
+		OverridePolicy:              o.overridePolicy,
 	})
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)

@@ -26,6 +26,7 @@ import (
 	"github.com/fnrunner/fnrunner/libs/imagemeta"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
+	"github.com/fnrunner/fnrunner/libs/templatemerge"
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
@@ -84,6 +85,9 @@ type Options struct {
 	OverrideServiceAccounts []string
 	// DenyOverrideSecurityContext refuses templateOverrides.securityContext.
 	DenyOverrideSecurityContext bool
+	// OverridePolicy bounds the Secrets, ConfigMaps and resources
+	// templateOverrides may put in a pod (the zero Policy: none).
+	OverridePolicy templatemerge.Policy
 }
 
 // Server implements evalwire.Server.
@@ -205,7 +209,7 @@ func toStatus(err error) error {
 		code = codes.InvalidArgument
 	case errors.As(err, &notClaimed), errors.Is(err, imagematch.ErrNoTag):
 		code = codes.NotFound
-	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides):
+	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides), errors.Is(err, templatemerge.ErrOverrideRefused):
 		code = codes.FailedPrecondition
 	case errors.Is(err, imagemeta.ErrForbiddenAddress), errors.Is(err, errNotAllowed):
 		code = codes.PermissionDenied

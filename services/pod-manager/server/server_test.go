@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/executortable"
@@ -46,6 +47,7 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 	prefix := reg.Host + "/fns"
 	reg.Push(t, prefix+"/fn:v1", v1.Config{Entrypoint: []string{"/fn"}})
 	reg.Push(t, prefix+"/no-entrypoint:v1", v1.Config{})
+	reg.Push(t, prefix+"/with-secret:v1", v1.Config{Entrypoint: []string{"/fn"}})
 	resolver := func(user, password string) *imagemeta.Resolver {
 		r, err := imagemeta.New(imagemeta.Options{DockerConfigPath: reg.DockerConfig(t, user, password), CAPaths: []string{reg.CAFile},
 			AllowedRegistries: []string{reg.Host, "127.0.0.1:1"}})
@@ -62,6 +64,13 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 	}, {
 		Namespace: "ns", Name: "with-sc", Image: "with-sc", Prefixes: []string{""},
 		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"securityContext": {"runAsUser": 0}}`)},
+	}, {
+		Namespace: "ns", Name: "with-secret", Image: "with-secret", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(
+			`{"container": {"env": [{"name": "CA_KEY", "valueFrom": {"secretKeyRef": {"name": "fnrunner-ca", "key": "tls.key"}}}]}}`)},
+	}, {
+		Namespace: "ns", Name: "with-cpu", Image: "with-cpu", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"container": {"resources": {"limits": {"cpu": "64"}}}}`)},
 	}}})
 
 	tests := []struct {
@@ -95,6 +104,14 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 			code: codes.PermissionDenied, message: "cluster-admin-sa", opts: func(o *Options) { o.OverrideServiceAccounts = []string{"fn-runner"} }},
 		{name: "templateOverrides.securityContext not allowed", tables: tables, resolver: good, image: "with-sc:v1",
 			code: codes.PermissionDenied, message: "templateOverrides.securityContext", opts: func(o *Options) { o.DenyOverrideSecurityContext = true }},
+		// Refused overrides: the FunctionConfig must change, or the flag.
+		{name: "templateOverrides secretKeyRef not allowed", tables: tables, resolver: good, image: "with-secret:v1", code: codes.FailedPrecondition,
+			message: `FunctionConfig ns/with-secret: templateOverrides.container.env[0].valueFrom.secretKeyRef: Secret "fnrunner-ca" is not allowed (--allowed-override-secrets)`},
+		{name: "templateOverrides secretKeyRef to a Secret allowed", tables: tables, resolver: good, image: "with-secret:v1",
+			code: codes.DeadlineExceeded, message: "no pod was ready", opts: func(o *Options) { o.OverridePolicy.AllowedSecrets = []string{"fnrunner-ca"} }},
+		{name: "templateOverrides resources over the bound", tables: tables, resolver: good, image: "with-cpu:v1", code: codes.FailedPrecondition,
+			message: "FunctionConfig ns/with-cpu: templateOverrides.container.resources.limits.cpu: 64 is above the bound 2 (--max-override-cpu)",
+			opts:    func(o *Options) { o.OverridePolicy.MaxCPU = resource.MustParse("2") }},
 		{name: "no pod before the deadline", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.DeadlineExceeded, message: "no pod was ready"},
 		// Porch after April 2026: an image without tag, and a tag field
 		// resolved against the registry's tags (fn has v1 only).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/executortable"
+	"github.com/fnrunner/fnrunner/libs/templatemerge"
 	configpb "github.com/fnrunner/fnrunner/protos/configstream"
 	"github.com/fnrunner/fnrunner/services/pod-manager/podcache"
 )
@@ -73,16 +74,8 @@ func decode(fc *configpb.FunctionConfig, opts Options) podSettings {
 	}
 	if raw := p.GetTemplateOverridesJson(); len(raw) > 0 {
 		s.overrides = &v1alpha1.TemplateOverrides{}
-		if err := json.Unmarshal(raw, s.overrides); err != nil {
-			s.err = fmt.Errorf("%w: %w", errBadOverrides, err)
-			return s
-		}
-		if sa := s.overrides.ServiceAccountName; sa != "" && !slices.Contains(opts.OverrideServiceAccounts, "*") && !slices.Contains(opts.OverrideServiceAccounts, sa) {
-			s.err = fmt.Errorf("templateOverrides.serviceAccountName %q: %w (--allowed-override-service-accounts)", sa, errNotAllowed)
-			return s
-		}
-		if s.overrides.SecurityContext != nil && opts.DenyOverrideSecurityContext {
-			s.err = fmt.Errorf("templateOverrides.securityContext: %w (--allow-override-security-context=false)", errNotAllowed)
+		if err := readOverrides(raw, s.overrides, opts); err != nil {
+			s.err = fmt.Errorf("FunctionConfig %s/%s: %w", fc.GetNamespace(), fc.GetName(), err)
 			return s
 		}
 	}
@@ -90,4 +83,42 @@ func decode(fc *configpb.FunctionConfig, opts Options) podSettings {
 	_ = json.NewEncoder(h).Encode(s.overrides)
 	s.overridesHash = hex.EncodeToString(h.Sum(nil))[:12]
 	return s
+}
+
+// readOverrides decodes a FunctionConfig's templateOverrides into o and
+// checks them against the pod-manager's allow-lists.
+func readOverrides(raw []byte, o *v1alpha1.TemplateOverrides, opts Options) error {
+	if err := json.Unmarshal(raw, o); err != nil {
+		return fmt.Errorf("%w: %w", errBadOverrides, err)
+	}
+	if sa := o.ServiceAccountName; sa != "" && !slices.Contains(opts.OverrideServiceAccounts, "*") && !slices.Contains(opts.OverrideServiceAccounts, sa) {
+		return fmt.Errorf("templateOverrides.serviceAccountName %q: %w (--allowed-override-service-accounts)", sa, errNotAllowed)
+	}
+	if o.SecurityContext != nil && opts.DenyOverrideSecurityContext {
+		return fmt.Errorf("templateOverrides.securityContext: %w (--allow-override-security-context=false)", errNotAllowed)
+	}
+	if err := opts.OverridePolicy.Check(o); err != nil {
+		return fmt.Errorf("%w (%s)", err, overrideFlag(err))
+	}
+	return nil
+}
+
+// overrideFlag names the flag that allows what err, a refusal of
+// opts.OverridePolicy, refuses.
+func overrideFlag(err error) string {
+	var refused *templatemerge.RefusedError
+	if !errors.As(err, &refused) {
+		return "no flag allows it"
+	}
+	switch refused.Rule {
+	case templatemerge.RuleSecrets:
+		return "--allowed-override-secrets"
+	case templatemerge.RuleConfigMaps:
+		return "--allowed-override-configmaps"
+	case templatemerge.RuleCPU:
+		return "--max-override-cpu"
+	case templatemerge.RuleMemory:
+		return "--max-override-memory"
+	}
+	return "no flag allows it"
 }

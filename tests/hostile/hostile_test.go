@@ -128,11 +128,12 @@ func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlo
 // startWith starts the stack with runner as the binary-runner ("" for the
 // real one) and args (its --sandbox flag first) added to its flags.
 func startWith(t *testing.T, runner string, args ...string) *world {
-	return startStack(t, nil, runner, args...)
+	return startStack(t, "", nil, runner, args...)
 }
 
-// startStack is startWith with gatewayArgs added to the gateway's flags.
-func startStack(t *testing.T, gatewayArgs []string, runner string, args ...string) *world {
+// startStack is startWith with gateway run instead of the gateway ("" for
+// the real one) and gatewayArgs added to its flags.
+func startStack(t *testing.T, gateway string, gatewayArgs []string, runner string, args ...string) *world {
 	// Function binaries and the calls' temp dirs where every call's uid
 	// reaches them (Bazel's temp dir is below root's private home).
 	root, err := os.MkdirTemp("/tmp", "hostile-")
@@ -166,6 +167,7 @@ func startStack(t *testing.T, gatewayArgs []string, runner string, args ...strin
 		Configs:      map[string]string{"hostile.yaml": configs.String()},
 		Functions:    extra,
 		InternalArgs: certs.Args(),
+		Gateway:      gateway,
 		GatewayArgs:  gatewayArgs,
 		BinaryRunner: runner,
 		BinaryRunnerArgs: append([]string{

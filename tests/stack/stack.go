@@ -63,6 +63,9 @@ type Options struct {
 	// BinaryRunner, when set, is run instead of the binary-runner (e.g. a
 	// wrapper that runs it in namespaces of its own).
 	BinaryRunner string
+	// Gateway, when set, is run instead of the gateway (e.g. a wrapper
+	// that starts it in a cgroup).
+	Gateway string
 	// InternalArgs are added to every service's flags (e.g. --tls-*).
 	InternalArgs []string
 	// PodManagerArgs, when not nil, run a pod-manager with these flags
@@ -149,6 +152,9 @@ func Start(t testing.TB, opts Options) *Stack {
 	bins := Binaries(t)
 	if opts.BinaryRunner != "" {
 		bins.BinaryRunner = opts.BinaryRunner
+	}
+	if opts.Gateway != "" {
+		bins.Gateway = opts.Gateway
 	}
 	if opts.PodManagerArgs != nil {
 		bins.PodManager = harness.Binary(t, "FNRUNNER_POD_MANAGER")

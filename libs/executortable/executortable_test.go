@@ -57,15 +57,7 @@ func TestLookupDigestNobodyClaims(t *testing.T) {
 		{"set-namespace:v0.4.5@" + claimed, []Kind{Pod}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			ref, err := imagematch.Parse(tc.image, "")
-			require.NoError(t, err)
-			var got []Kind
-			for _, k := range Kinds() {
-				if _, ok := tables.Lookup(k, ref); ok {
-					got = append(got, k)
-				}
-			}
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, claimingKinds(t, tables, tc.image))
 		})
 	}
 }
@@ -92,15 +84,21 @@ func TestPodClaimOfTheTagRunsADigest(t *testing.T) {
 		{"apply-setters:v0.2.0@" + digest, []Kind{Pod}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			ref, err := imagematch.Parse(tc.image, "")
-			require.NoError(t, err)
-			var got []Kind
-			for _, k := range Kinds() {
-				if _, ok := tables.Lookup(k, ref); ok {
-					got = append(got, k)
-				}
-			}
-			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want, claimingKinds(t, tables, tc.image))
 		})
 	}
+}
+
+// claimingKinds are the executors whose claims run image.
+func claimingKinds(t *testing.T, tables *Tables, image string) []Kind {
+	t.Helper()
+	ref, err := imagematch.Parse(image, "")
+	require.NoError(t, err)
+	var got []Kind
+	for _, k := range Kinds() {
+		if _, ok := tables.Lookup(k, ref); ok {
+			got = append(got, k)
+		}
+	}
+	return got
 }

@@ -144,22 +144,17 @@ func (t *Tables) Functions() []*configpb.FunctionConfig { return t.functions }
 
 // Lookup returns the FunctionConfig whose executor k runs ref.
 //
-// A reference that pins a digest is claimed by the go and binary executors
-// only through a claim of that digest: what they run for a tag is not that
-// content. The pod executor pulls the digest itself, so its claim of the
-// reference's tag (or every tag) still applies, with the pod settings it
-// carries.
+// A reference that pins a digest is claimed, in every executor, only
+// through a claim of that digest: a claim of its tag says nothing of the
+// content the digest names (which need not be what the tag names now), so
+// such a call is unclaimed unless its digest is claimed, and the
+// pod-manager's unclaimed-image rules apply to it.
 func (t *Tables) Lookup(k Kind, ref imagematch.Reference) (*configpb.FunctionConfig, bool) {
 	table := t.tables[k]
 	if table == nil {
 		return nil, false
 	}
-	if fc, ok := table.Lookup(ref); ok || k != Pod || ref.Digest == "" {
-		return fc, ok
-	}
-	byTag := ref
-	byTag.Digest = "" // with no tag left, only "every tag" claims it
-	return table.Lookup(byTag)
+	return table.Lookup(ref)
 }
 
 // ConflictsOf lists the conflicts an owner is part of, in a stable order.

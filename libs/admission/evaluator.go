@@ -47,15 +47,32 @@ func (e *Evaluator) EvaluateFunction(ctx context.Context, req *evalwire.Request)
 		release()
 		return resp, err
 	}
-	out := int64(resp.ResourceList.Len() + len(resp.Log))
 	// The answer's share of the weight is all of it but the input.
-	if release, err = e.Limit.Grow(ctx, release, size*e.Factor, size+out, out); err != nil {
-		resp.Free()
-		if errors.Is(err, ErrQueueFull) {
-			return nil, status.Errorf(codes.ResourceExhausted, "function %q: its answer of %d bytes (from %d) does not fit beside the calls running, and %s; the function ran, its answer was dropped", req.Image, out, size, e.Limit.QueueState())
+	if err := HoldAnswer(ctx, e.Limit, release, req.Image, size*e.Factor, size, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// HoldAnswer keeps the weight of a call admitted by limit (nil: none) at
+// weight, for an input of size bytes, until its answer resp has left the
+// connection (intake.Sent): grpc-go holds an answer its client does not
+// take. An answer larger than its share of the weight (all of it but the
+// input) is weighed again at its size plus the input's (Weighted.Grow).
+// When that cannot be held, resp is freed and the call's answer is
+// ResourceExhausted (queue full) or its context's status.
+func HoldAnswer(ctx context.Context, limit *Weighted, release func(), image string, weight, size int64, resp *evalwire.Response) error {
+	out := int64(resp.ResourceList.Len() + len(resp.Log))
+	if limit != nil {
+		var err error
+		if release, err = limit.Grow(ctx, release, weight, size+out, out); err != nil {
+			resp.Free()
+			if errors.Is(err, ErrQueueFull) {
+				return status.Errorf(codes.ResourceExhausted, "function %q: its answer of %d bytes (from %d) does not fit beside the calls running, and %s; the function ran, its answer was dropped", image, out, size, limit.QueueState())
+			}
+			return status.FromContextError(err).Err()
 		}
-		return nil, status.FromContextError(err).Err()
 	}
 	intake.Sent(ctx, out, release)
-	return resp, nil
+	return nil
 }

@@ -39,8 +39,9 @@ const (
 )
 
 // bigAnswerService answers a call with as many bytes as the call sends,
-// times ten, and tells sent when the gate counts its answer out.
-func bigAnswerService(sent chan<- int) *grpc.ServiceDesc {
+// times ten, and tells sent when the gate counts its answer out; with
+// untilEnd, its handler returns only once its stream has ended.
+func bigAnswerService(sent chan<- int, untilEnd bool) *grpc.ServiceDesc {
 	return &grpc.ServiceDesc{
 		ServiceName: "test.Echo",
 		HandlerType: (*any)(nil),
@@ -57,6 +58,9 @@ func bigAnswerService(sent chan<- int) *grpc.ServiceDesc {
 						sent <- len(out)
 					}
 				})
+				if untilEnd {
+					<-ctx.Done()
+				}
 				return wrapperspb.Bytes(out), nil
 			},
 		}},
@@ -73,7 +77,7 @@ func startGated(t *testing.T, limits intake.Limits, sent chan<- int) gated {
 	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{
 		Name: "test", MaxMessageSize: 4 << 20, MaxConcurrentStreams: 1024, Intake: limits,
 	})
-	srv.RegisterService(bigAnswerService(sent), struct{}{})
+	srv.RegisterService(bigAnswerService(sent, false), struct{}{})
 	return gated{srv: srv, addr: serve(t, srv)}
 }
 
@@ -476,23 +480,7 @@ func TestAnswerOfAResetCallIsTakenBack(t *testing.T) {
 	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{
 		Name: "test", MaxMessageSize: 4 << 20, Intake: intake.Limits{MaxUnsentBytes: 1 << 20},
 	})
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "test.Echo",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{
-			MethodName: "Echo",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var in wrapperspb.BytesValue
-				if err := dec(&in); err != nil {
-					return nil, err
-				}
-				out := bytes.Repeat(in.GetValue(), 10)
-				intake.Sent(ctx, int64(len(out)), func() { sent <- len(out) })
-				<-ctx.Done() // the client resets the call meanwhile
-				return wrapperspb.Bytes(out), nil
-			},
-		}},
-	}, struct{}{})
+	srv.RegisterService(bigAnswerService(sent, true), struct{}{}) // the client resets the call meanwhile
 	g := gated{srv: srv, addr: serve(t, srv)}
 	raw := h2raw.Dial(t, g.addr, "")
 	id := raw.Open(echoMethod)

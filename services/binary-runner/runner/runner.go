@@ -24,7 +24,6 @@ import (
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
-	"github.com/fnrunner/fnrunner/libs/intake"
 	"github.com/fnrunner/fnrunner/libs/resourcelist"
 	"github.com/fnrunner/fnrunner/libs/sendonce"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
@@ -209,21 +208,10 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			release()
 			return resp, err
 		}
-		// The weight is kept until the answer has left (grpc-go holds
-		// one its client does not take), and grows to cover an answer
-		// larger than its share (all of the weight but the input).
-		size, out := int64(req.ResourceList.Len()), int64(resp.ResourceList.Len()+len(resp.Log))
-		if r.opts.Admission != nil {
-			release, err = r.opts.Admission.Grow(ctx, release, weight(rt, int(size)), size+out, out)
-			if err != nil {
-				resp.Free()
-				if errors.Is(err, admission.ErrQueueFull) {
-					return nil, status.Errorf(codes.ResourceExhausted, "function %q: its answer of %d bytes (from %d) does not fit beside the calls running, and %s; the function ran, its answer was dropped", req.Image, out, size, r.opts.Admission.QueueState())
-				}
-				return nil, status.FromContextError(err).Err()
-			}
+		size := int64(req.ResourceList.Len())
+		if err := admission.HoldAnswer(ctx, r.opts.Admission, release, req.Image, weight(rt, int(size)), size, resp); err != nil {
+			return nil, err
 		}
-		intake.Sent(ctx, out, release)
 		return resp, nil
 	}
 	if missing != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/evalwire"
 	"github.com/fnrunner/fnrunner/libs/fnresult"
+	"github.com/fnrunner/fnrunner/libs/proctree"
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
 
@@ -59,7 +60,24 @@ type Options struct {
 	// Sandbox, when set, wraps each run's command line (package sandbox
 	// does, in fnsandbox).
 	Sandbox Wrapper
+	// MaxMemoryBytes, when set, bounds the memory the function's
+	// processes hold together (proctree.Tree.Resident: pages touched, not
+	// address space reserved), sampled every MemoryPoll: over it they are
+	// ended as at a deadline and the run fails with
+	// fnresult.ErrMemoryExceeded. Below a sandbox's helper, which is
+	// their child subreaper, every process the function starts counts;
+	// without a sandbox, one that leaves its parent's tree does not.
+	MaxMemoryBytes uint64
+	// MemoryPoll is how often MaxMemoryBytes is checked
+	// (DefaultMemoryPoll when 0).
+	MemoryPoll time.Duration
 }
+
+// DefaultMemoryPoll is Options.MemoryPoll's default: a process that
+// touches memory as fast as one core can (a few GB/s) passes its bound by
+// some tens of megabytes before it is seen; reading a call's processes'
+// status takes tens of microseconds.
+const DefaultMemoryPoll = 10 * time.Millisecond
 
 // Wrapper runs a function's process inside a sandbox. Its process ends the
 // function's whole process tree when it gets SIGTERM, exits with the
@@ -233,18 +251,32 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
 	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir, Dirs: opts.Dirs}
+	// watch bounds the memory of the processes below pid (and pid's own,
+	// with self) once it has started.
+	watch := func(pid int, self bool) {}
+	if opts.MaxMemoryBytes > 0 {
+		poll := opts.MemoryPoll
+		if poll <= 0 {
+			poll = DefaultMemoryPoll
+		}
+		watch = func(pid int, self bool) {
+			go proctree.Tree{}.Watch(runCtx, pid, self, opts.MaxMemoryBytes, poll, func(used uint64) {
+				cancel(fmt.Errorf("%w: its processes held %d MiB, over the call's bound of %d MiB, and were killed", fnresult.ErrMemoryExceeded, used>>20, opts.MaxMemoryBytes>>20))
+			})
+		}
+	}
 	var state syscall.WaitStatus
 	var killedBy syscall.Signal
 	var err error
 	if opts.Sandbox != nil {
-		state, killedBy, err = runWrapped(runCtx, opts.Sandbox, call, stdin, stdout, stderr)
+		state, killedBy, err = runWrapped(runCtx, opts.Sandbox, call, stdin, stdout, stderr, watch)
 	} else {
 		var p Private
 		if p, err = call.Prepare(); err != nil {
 			return nil, err
 		}
 		defer p.Remove()
-		state, err = runBare(runCtx, argv, p.WorkDir, p.Env, stdin, stdout, stderr)
+		state, err = runBare(runCtx, argv, p.WorkDir, p.Env, stdin, stdout, stderr, watch)
 	}
 	if errors.Is(err, ErrPrivateDir) {
 		return nil, err
@@ -257,6 +289,9 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	if cause := context.Cause(runCtx); cause != nil {
 		if errors.Is(cause, fnresult.ErrOutputTooLarge) {
 			return res, fmt.Errorf("%w (%d bytes)", fnresult.ErrOutputTooLarge, opts.MaxOutputBytes)
+		}
+		if errors.Is(cause, fnresult.ErrMemoryExceeded) {
+			return res, cause
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return res, fmt.Errorf("function did not finish: %w", ctxErr)
@@ -281,7 +316,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 
 // runBare runs argv as a child in a process group of its own, killed as a
 // whole at the end.
-func runBare(ctx context.Context, argv []string, dir string, env []string, stdin io.Reader, stdout, stderr io.Writer) (syscall.WaitStatus, error) {
+func runBare(ctx context.Context, argv []string, dir string, env []string, stdin io.Reader, stdout, stderr io.Writer, watch func(pid int, self bool)) (syscall.WaitStatus, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Cancel = func() error { return killGroup(cmd.Process) }
 	cmd.Dir = dir
@@ -294,6 +329,7 @@ func runBare(ctx context.Context, argv []string, dir string, env []string, stdin
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, argv[0], err)
 	}
+	watch(cmd.Process.Pid, true)
 	waitErr := cmd.Wait()
 	// Whatever the function left running in its group goes with it.
 	_ = killGroup(cmd.Process)
@@ -332,7 +368,9 @@ func (st *Started) wait() (syscall.WaitStatus, error) {
 // escapees behind), and SIGKILL if it is still there waitDelay later. From
 // then, or from the wrapper's exit, the pipes have waitDelay to drain; the
 // copies are over when it returns (the input may be freed).
-func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer) (syscall.WaitStatus, syscall.Signal, error) {
+//
+// watch is started on the wrapper's process: what counts is below it.
+func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout, stderr io.Writer, watch func(pid int, self bool)) (syscall.WaitStatus, syscall.Signal, error) {
 	st, err := w.Start(ctx, c)
 	if errors.Is(err, ErrPrivateDir) || err != nil && ctx.Err() != nil {
 		return 0, 0, err // Run reports ctx's end
@@ -341,6 +379,7 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 		return 0, 0, fmt.Errorf("%w %s: sandbox: %w", fnresult.ErrStart, c.Argv[0], err)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrPrestarted.Bool(st.Prestarted))
+	watch(st.Process.Pid, false)
 	ok := false
 	defer func() { st.Release(ok) }()
 	defer st.Reports.Close()

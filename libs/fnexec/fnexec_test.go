@@ -164,3 +164,38 @@ func alive(pid int) bool {
 	i := strings.LastIndex(s, ")")
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
+
+// hold is a script whose processes hold about mib MiB each, in n
+// processes (tail -c keeps what it reads of a pipe in memory), until the
+// call ends them.
+func hold(mib, n int) string {
+	return "for i in $(seq " + strconv.Itoa(n) + "); do (head -c " + strconv.Itoa(mib<<20) + " /dev/zero | tail -c " + strconv.Itoa(mib<<20) + " >/dev/null; sleep 60) & done; sleep 60"
+}
+
+func TestMemoryOverTheCallsBound(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		limit  uint64
+		over   bool
+	}{
+		{"one process", hold(96, 1), 64 << 20, true},
+		{"three processes together", hold(32, 3), 64 << 20, true},
+		{"under the bound", "head -c 16777216 /dev/zero | tail -c 16777216 >/dev/null; cat", 64 << 20, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := Run(ctx, sh(tt.script), strings.NewReader(rl), Options{MaxMemoryBytes: tt.limit})
+			if !tt.over {
+				require.NoError(t, err)
+				assert.Equal(t, rl, string(res.ResourceList.Materialize()))
+				return
+			}
+			require.ErrorIs(t, err, fnresult.ErrMemoryExceeded)
+			assert.Contains(t, err.Error(), "over the call's bound of 64 MiB")
+			assert.NoError(t, ctx.Err(), "ended by its memory, not its deadline")
+		})
+	}
+}

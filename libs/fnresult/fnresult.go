@@ -38,6 +38,9 @@ var (
 	// ErrStart means the function could not be started (a binary missing or
 	// not executable).
 	ErrStart = errors.New("cannot start function")
+	// ErrMemoryExceeded means the function's processes held more memory
+	// than the call's bound, and were killed.
+	ErrMemoryExceeded = errors.New("function used more memory than its call may")
 )
 
 // ExitError is returned when the function exits non-zero or is killed by a

@@ -45,7 +45,8 @@ const maxExplained = 8 << 20
 //
 //   - the caller's deadline or cancellation (context.DeadlineExceeded /
 //     context.Canceled, wrapped): DeadlineExceeded / Canceled
-//   - output over the limit (ErrOutputTooLarge): ResourceExhausted
+//   - output over the limit (ErrOutputTooLarge) or memory over the call's
+//     bound (ErrMemoryExceeded): ResourceExhausted
 //   - the function cannot be started (ErrStart): FailedPrecondition
 //   - non-zero exit (*ExitError) on input that is not a ResourceList:
 //     InvalidArgument
@@ -68,7 +69,7 @@ func Respond(image string, input mem.BufferSlice, res *Result, err error) (*eval
 		return nil, status.Errorf(codes.DeadlineExceeded, "function %q did not finish before the deadline and was killed", image)
 	case errors.Is(err, context.Canceled):
 		return nil, status.Errorf(codes.Canceled, "function %q cancelled by the caller", image)
-	case errors.Is(err, ErrOutputTooLarge):
+	case errors.Is(err, ErrOutputTooLarge), errors.Is(err, ErrMemoryExceeded):
 		return nil, status.Errorf(codes.ResourceExhausted, "function %q: %v", image, err)
 	case errors.Is(err, ErrStart):
 		return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", image, err)

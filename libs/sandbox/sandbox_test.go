@@ -1199,3 +1199,31 @@ func processesOf(t *testing.T, uid int) []int {
 	t.Helper()
 	return processes(t, func(p process) bool { return p.uid == uid })
 }
+
+// A call's memory bound (fnexec.Options.MaxMemoryBytes) counts every
+// process below the helper, one that left its session included, with the
+// layers the shipped binary-runner has (no cgroup).
+func TestMemoryBoundCountsTheWholeCall(t *testing.T) {
+	sb := open(t, "base,landlock", spec.Limits{})
+	hold := "head -c 67108864 /dev/zero | tail -c 67108864 >/dev/null; sleep 60"
+	for name, script := range map[string]string{
+		"one process":               hold,
+		"processes together":        "(" + hold + ") & (" + hold + ") & sleep 60",
+		"one that left its session": "setsid bash -c '" + hold + "' & sleep 60",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			opts := fnexec.Options{TempDir: tempRoot(t), Sandbox: sb, MaxMemoryBytes: 48 << 20}
+			if name == "processes together" {
+				opts.MaxMemoryBytes = 96 << 20 // more than either holds alone
+			}
+			_, err := fnexec.Run(ctx, []string{"/bin/bash", "-c", script}, strings.NewReader("input\n"), opts)
+			require.ErrorIs(t, err, fnresult.ErrMemoryExceeded)
+			require.NoError(t, ctx.Err(), "ended by its memory, not its deadline")
+		})
+	}
+	res, err := run(t, sb, 10*time.Second, `cat`)
+	require.NoError(t, err)
+	assert.Equal(t, "input", out(res), "a next call runs")
+}

@@ -135,6 +135,14 @@ func (f *IntakeFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.MaxSendDuration, "max-send-duration", 30*time.Second, "How long answers may wait for a client that takes none of their bytes (a receive window kept shut); past it the client's connection is closed. 0 = no bound.")
 }
 
+// Held is the most the transport holds of calls before admission sees
+// them, for a server whose largest message is maxMessage bytes: the
+// requests being read, and the unread streams' windows and header lists.
+func (f *Flags) Held(maxMessage int) int64 {
+	l := f.intakeLimits(maxMessage)
+	return int64(l.MaxReading)*int64(maxMessage) + int64(l.MaxUnreadStreams)*int64(ServerStreamWindow+f.MaxHeaderListSize)
+}
+
 // intakeLimits are the gate's limits for a server whose largest message is
 // maxMessage bytes.
 func (f *Flags) intakeLimits(maxMessage int) intake.Limits {

@@ -105,6 +105,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "gateway")
+	// Past its container's limit the kubelet kills the service with
+	// every call in flight: what admission and the transport may hold
+	// must fit it.
+	if err := o.admission.FitContainer(o.common.Held(o.maxRequestBodySize) + admission.RuntimeHeadroom); err != nil {
+		return grpcserving.FlagError(err)
+	}
 	tel, err := telemetry.Setup(ctx, "gateway")
 	if err != nil {
 		return err

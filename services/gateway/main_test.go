@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	pb "github.com/fnrunner/fnrunner/protos/evaluator"
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 // startAlone starts the gateway as main does, in this process, with nothing
@@ -113,4 +118,27 @@ func TestDisableRuntimes(t *testing.T) {
 	assert.Error(t, err, "unknown runtime accepted")
 	err = run(context.Background(), []string{"--disable-runtimes=bogus", "--port=0", "--metrics-address="}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "bogus", "run with a bad flag")
+}
+
+// In a container whose memory limit is below what its admission and
+// transport may hold (1 GiB in flight by default), the gateway refuses to
+// start rather than be killed by the kubelet with every call in flight.
+func TestRefusesABudgetOverItsContainer(t *testing.T) {
+	if os.Getenv("GATEWAY_IN_CGROUP") != "" {
+		err := serve(context.Background(), []string{"--port=0", "--metrics-address=", "--config-address=127.0.0.1:1", "--binary-runner-address=127.0.0.1:1"}, os.Stderr, nil)
+		fmt.Println("serve:", err)
+		return
+	}
+	harness.NeedRoot(t, "running the gateway in a memory cgroup")
+	harness.NeedCgroupV1(t, "making a v1 memory cgroup")
+	group, err := os.MkdirTemp("/sys/fs/cgroup/memory", "gateway-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.Remove(group) })
+	require.NoError(t, os.WriteFile(filepath.Join(group, "memory.limit_in_bytes"), []byte("536870912"), 0o644))
+	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$1/cgroup.procs" && exec "$2" -test.run='^TestRefusesABudgetOverItsContainer$'`, "sh", group, os.Args[0])
+	cmd.Env = append(os.Environ(), "GATEWAY_IN_CGROUP=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "serve: admission budget over the container's memory limit")
+	assert.Contains(t, string(out), "over the 512 MiB limit of its cgroup")
 }

@@ -170,7 +170,7 @@ func (f *Flags) Register(fs *flag.FlagSet, d Defaults) {
 		return nil
 	})
 	fs.Uint64Var(&f.DirBytes, "sandbox-max-dir-size", d.DirBytes, "Bytes of all files in a call's private directory (its HOME and TMPDIR) together, with the userns layer: a tmpfs of this size in the call's mount namespace, its pages counted in the call's memory (cgroup layer); 0 = not bounded (RLIMIT_FSIZE still bounds each file).")
-	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set.")
+	fs.Uint64Var(&f.Limits.AddressSpace, "sandbox-max-address-space", f.Limits.AddressSpace, "RLIMIT_AS of each function process, in bytes; 0 = not set. It counts address space reserved, not memory used: runtimes reserve far more than they touch (the catalog's starlark v0.3.0 maps 4 GiB at start), so the binary-runner bounds the memory a call's processes hold instead (see --max-in-flight-bytes) and sets none by default.")
 	fs.Uint64Var(&f.Limits.FileSize, "sandbox-max-file-size", f.Limits.FileSize, "RLIMIT_FSIZE: the largest file a function writes, in bytes; 0 = not set.")
 	fs.Uint64Var(&f.Limits.OpenFiles, "sandbox-max-open-files", f.Limits.OpenFiles, "RLIMIT_NOFILE of each function process; 0 = not set.")
 	fs.Uint64Var(&f.Limits.CPUSeconds, "sandbox-max-cpu-seconds", 0, "RLIMIT_CPU of each function process, in CPU seconds; 0 = not set (the call's deadline still ends it).")

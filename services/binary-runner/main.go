@@ -81,8 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.starlark.AllowedHosts = append(o.starlark.AllowedHosts, hosts...)
 		return err
 	})
-	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("input bytes × %d on the go executor, and × %d + %d MiB for a function process (binary executor, starlark), the process's own memory included as it is in the container's (with --max-queue-bytes and 256 MiB more, also the Go runtime's soft memory limit unless GOMEMLIMIT is set)", runner.GoWeight, runner.BinaryWeight, runner.ProcessWeight>>20))
-	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, AddressSpace: 4 << 30, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
+	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("%d × its input bytes + %d KiB × its input's lines and commas (about its YAML nodes), + %d MiB for a function process (binary executor, starlark), whose processes are killed when they hold more than that (less %d × the input, the runner's own buffers) and the call fails with ResourceExhausted; with --max-queue-bytes and %d MiB more, it must fit the container's memory limit (checked at start) and is the Go runtime's soft memory limit unless GOMEMLIMIT is set", runner.ByteWeight, runner.NodeWeight>>10, runner.ProcessWeight>>20, runner.BufferWeight, memoryHeadroom>>20))
+	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)
 	}
@@ -99,6 +99,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "binary-runner")
+	// Past its container's limit the kubelet kills the service with
+	// every call in flight: what admission and the transport may hold
+	// must fit it.
+	if err := o.admission.FitContainer(o.common.Held(o.maxRequestBodySize) + admission.RuntimeHeadroom); err != nil {
+		return grpcserving.FlagError(err)
+	}
 	tel, err := telemetry.Setup(ctx, "binary-runner")
 	if err != nil {
 		return err

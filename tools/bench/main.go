@@ -668,6 +668,6 @@ func callsDir(prefix string) (string, error) {
 // binary-runner's flags default to, its calls' directories in tempDir.
 func openSandbox(ctx context.Context, helper, tempDir, mode string, warm, prestarted int) (*sandbox.Sandbox, error) {
 	flags := sandbox.Flags{Mode: mode, Helper: helper, WarmHelpers: warm, PrestartedFunctions: prestarted, ReadOnly: sandbox.SystemReadOnly, FirstUID: 2000000, TempDir: tempDir,
-		Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024, AddressSpace: 4 << 30}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
+		Limits: spec.Limits{Processes: 256, FileSize: 256 << 20, OpenFiles: 1024}, MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000}
 	return flags.Open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }

@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
@@ -50,39 +52,75 @@ func TestApplySetters(t *testing.T) {
 	assert.Contains(t, out, "no matches for input setter(s)", "no-match case")
 }
 
-// starlark runs user scripts, so it never runs in the binary-runner's
-// process: its entry names its binary and links nothing (its behaviour is
-// the conformance corpus's and tests/faults' to check).
-func TestStarlarkRunsOutOfProcess(t *testing.T) {
-	f, ok := Functions()["starlark"]
-	require.True(t, ok)
-	assert.Equal(t, "starlark", f.Binary)
-	assert.Nil(t, f.Process)
+// Functions whose work their input does not bound never run in the
+// binary-runner's process: each entry names its binary and links nothing
+// (their behaviour is the conformance corpus's and tests/faults' to check).
+// starlark runs user scripts; apply-replacements copies one value into as
+// many targets as its selectors match.
+func TestUnboundedFunctionsRunOutOfProcess(t *testing.T) {
+	for _, id := range []string{"starlark", "apply-replacements"} {
+		f, ok := Functions()[id]
+		require.True(t, ok, id)
+		assert.Equal(t, id, f.Binary, id)
+		assert.Nil(t, f.Process, id)
+	}
 }
 
-func TestApplyReplacements(t *testing.T) {
-	out, err := run(t, "apply-replacements", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+`- apiVersion: v1
-  kind: ConfigMap
-  metadata:
-    name: source
-  data:
-    image: nginx:1.27
-functionConfig:
-  apiVersion: fn.kpt.dev/v1alpha1
-  kind: ApplyReplacements
-  metadata:
-    name: r
-  replacements:
-  - source:
-      kind: ConfigMap
-      name: source
-      fieldPath: data.image
-    targets:
-    - select:
-        kind: Deployment
-      fieldPaths:
-      - spec.template.spec.containers.[name=web].image
-`)
-	require.NoError(t, err)
-	assert.Contains(t, out, "image: nginx:1.27", "replacement not applied")
+// An alias bomb is refused before set-namespace walks it.
+func TestSetNamespaceRefusesAliasesThatMultiplyItsInput(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: rbac.authorization.k8s.io/v1\n  kind: RoleBinding\n  metadata:\n    name: rb\n    namespace: old\n  a0: &a0 [{kind: ServiceAccount, name: x, namespace: old}, {kind: ServiceAccount, name: y, namespace: old}]\n")
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&b, "  a%d: &a%d [*a%d, *a%d]\n", i, i, i-1, i-1)
+	}
+	b.WriteString("  subjects: *a20\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: f\n  data:\n    namespace: new\n")
+	out, err := run(t, "set-namespace", b.String())
+	require.Error(t, err)
+	assert.Contains(t, out, "aliases reach 56622945 nodes beyond its own 122")
+}
+
+// apply-setters' amplifications are refused before it runs: one value
+// referenced many times, setters naming each other (the pattern doubles
+// with each), and one long pattern matched against one long value.
+func TestApplySettersRefusesWorkItsInputDoesNotWarrant(t *testing.T) {
+	config := func(data map[string]string) string {
+		var b strings.Builder
+		b.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: f\n  data:\n")
+		for k, v := range data {
+			fmt.Fprintf(&b, "    %s: %q\n", k, v)
+		}
+		return b.String()
+	}
+	head := "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n  data:\n"
+	var refs strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&refs, "    k%d: x # kpt-set: ${big}\n", i)
+	}
+	// Each names them all: whatever order the function takes them in
+	// (its functionConfig's data, a map), each multiplies the pattern.
+	var all strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&all, "${s%02d}", i)
+	}
+	chain := map[string]string{}
+	for i := range 40 {
+		chain[fmt.Sprintf("s%02d", i)] = all.String()
+	}
+	long := strings.Repeat("${a}", 30000)
+	tests := []struct {
+		name  string
+		input string
+	}{
+		{"one value, many references", head + refs.String() + config(map[string]string{"big": strings.Repeat("v", 100000)})},
+		{"setters naming each other", head + "    k: x # kpt-set: ${s00}\n" + config(chain)},
+		{"a long pattern against a long value", head + "    k: " + strings.Repeat("y", 200000) + " # kpt-set: " + long + "\n" + config(map[string]string{"b": "1"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Less(t, len(tt.input), 400<<10)
+			out, err := run(t, "apply-setters", tt.input)
+			require.Error(t, err)
+			assert.Contains(t, out, "too much work for the input")
+		})
+	}
 }

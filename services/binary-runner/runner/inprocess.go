@@ -20,18 +20,20 @@ import (
 
 // inProcess is the go executor's Runtime: a linked-in function run as its
 // binary would run it (fn.Run, as fn.AsMain does), but in this process. A
-// panic is a failed run, the caller's deadline is honoured (a function that
-// overruns it finishes in the background, its result discarded), and output
-// over maxOutputBytes fails the run as a binary's would: its serialization
-// stops there.
+// panic is a failed run, and output over maxOutputBytes fails the run as a
+// binary's would: its serialization stops there.
+//
+// Go cannot stop a goroutine, so a function past the caller's deadline is
+// not stopped: Run returns the deadline's error once the function has
+// returned, its result discarded, so that when the call is answered its
+// work and its memory are gone. That wait is bounded because every
+// linked-in function is: its work is linear in its input, or checked
+// against a budget computed from its input before it is done (see package
+// catalog); functions that are not run in processes of their own.
 type inProcess struct {
 	process fn.ResourceListProcessorFunc
 	// maxOutputBytes bounds the output (0: unbounded).
 	maxOutputBytes int
-	// finished, when set, is called once the function has returned, which
-	// may be after Run did: its admission is held until then, since its
-	// memory is still in use.
-	finished func()
 }
 
 // Run implements Runtime.
@@ -56,16 +58,14 @@ func (p *inProcess) run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 	done := make(chan outcome, 1)
 	go func() {
 		res, err := runInProcess(p.process, data, p.maxOutputBytes)
-		// The function's half of the weight goes first, so that a call
-		// whose answer is weighed again (admission.Weighted.Grow) does not
-		// wait behind its own function.
-		if p.finished != nil {
-			p.finished()
-		}
 		done <- outcome{res, err}
 	}()
 	select {
 	case <-ctx.Done():
+		o := <-done
+		if o.res != nil {
+			o.res.ResourceList.Free()
+		}
 		return nil, fmt.Errorf("function did not finish: %w", ctx.Err())
 	case o := <-done:
 		return o.res, o.err

@@ -6,10 +6,10 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -74,9 +74,7 @@ type Options struct {
 	MaxOutputBytes int
 	// Scripts run the script functions (catalog.Function.Script).
 	Scripts Scripts
-	// Admission, when set, bounds the calls running by weight: input bytes
-	// times GoWeight, or for a process times BinaryWeight plus
-	// ProcessWeight.
+	// Admission, when set, bounds the calls running by their Weight.
 	Admission *admission.Weighted
 }
 
@@ -90,28 +88,54 @@ type Scripts struct {
 	Exec *fnexec.Options
 }
 
-// Weights: the memory a call needs while it runs, per input byte and, for a
-// call that runs a process, per process. An in-process function holds the
-// document as a kyaml tree (25× the input at peak for one 64 MiB document,
-// docs/bench/memory.md; about 40× for many small resources, as in
-// tests/faults TestLargeConcurrentGoCalls). A process (a binary, or a
-// starlark script) costs the binary-runner the request and output buffers
-// (2.4×) and costs its container the process itself, which decodes the
-// document as an in-process function does: set-namespace v0.4.5 peaks at
-// 10 MiB RSS on a 2 KiB input and 100 MiB on a 3 MiB one (GNU time's
-// maximum resident set size, 2026-11-24), so 30× and a 16 MiB floor.
+// Weights: the memory a call needs while it runs, from its input, counted
+// before the run. A function holds its input as a YAML tree: per byte of
+// text, and per node, which a line of block-style YAML (what kpt writes)
+// or an element of a flow-style one (after a comma) roughly is. A call that
+// runs a process (a binary, starlark) also costs the process's runtime.
+//
+// Measured (GNU time's maximum resident set size, 2026-12-01, the catalog
+// binaries built from their modules): on tools/bench's 3 MiB input of
+// 22,000 lines set-namespace peaks at 104 MiB, set-labels at 112 and
+// starlark at 140; on 3 MiB of 11,000 small ConfigMaps (121,000 lines) at
+// 347, 452 and 510 MiB, apply-replacements at 419; on 2 KiB, 9 to 16 MiB.
+// ByteWeight × bytes + NodeWeight × nodes + ProcessWeight covers each: 150
+// MiB for the first, 535 for the second, 16 for the third.
 const (
-	GoWeight      = 40
-	BinaryWeight  = 33
+	ByteWeight    = 16
+	NodeWeight    = 4 << 10
 	ProcessWeight = 16 << 20
+	// BufferWeight is what a call that runs a process costs the
+	// binary-runner itself, per input byte: its request and the output
+	// buffers (2.4×). The rest of its weight bounds the process's memory.
+	BufferWeight = 3
 )
 
-// weight is a call's admission weight: input bytes on rt.
-func weight(rt Runtime, input int) int64 {
-	if _, ok := rt.(*fnexec.Binary); ok {
-		return int64(input)*BinaryWeight + ProcessWeight
+// Weight is the admission weight of a call on input: for a process too
+// (binary executor, starlark) or not (in-process).
+func Weight(input mem.BufferSlice, process bool) int64 {
+	nodes := 0
+	for _, b := range input {
+		data := b.ReadOnlyData()
+		nodes += bytes.Count(data, newline) + bytes.Count(data, comma)
 	}
-	return int64(input) * GoWeight
+	w := int64(input.Len())*ByteWeight + int64(nodes)*NodeWeight
+	if process {
+		w += ProcessWeight
+	}
+	return w
+}
+
+var newline, comma = []byte("\n"), []byte(",")
+
+// processMemory is the memory bound of a call's processes: what admission
+// charged it (its weight, or the whole budget for a call heavier than that)
+// less the runner's own buffers.
+func processMemory(weight int64, input int, limiter *admission.Weighted) uint64 {
+	if limiter != nil {
+		weight = min(weight, limiter.Capacity())
+	}
+	return uint64(max(weight-int64(input)*BufferWeight, ProcessWeight))
 }
 
 // Runner implements evalwire.Server.
@@ -183,23 +207,21 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		if err != nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 		}
+		bin, process := rt.(*fnexec.Binary)
+		w := Weight(req.ResourceList, process)
+		if process {
+			bin.Options.MaxMemoryBytes = processMemory(w, req.ResourceList.Len(), r.opts.Admission)
+		}
 		release := func() {}
 		if r.opts.Admission != nil {
 			var err error
-			release, err = r.opts.Admission.Acquire(ctx, weight(rt, req.ResourceList.Len()), int64(req.ResourceList.Len()))
+			release, err = r.opts.Admission.Acquire(ctx, w, int64(req.ResourceList.Len()))
 			if errors.Is(err, admission.ErrQueueFull) {
 				return nil, status.Errorf(codes.ResourceExhausted, "function %q: binary-runner queue full: %s; the function was not run", req.Image, r.opts.Admission.QueueState())
 			}
 			if err != nil {
 				st := status.FromContextError(err)
 				return nil, status.Errorf(st.Code(), "function %q: gave up waiting for memory to run in (--max-in-flight-bytes): %v; the function was not run", req.Image, err)
-			}
-			if ip, ok := rt.(*inProcess); ok {
-				// Held until the function has returned (an overrun
-				// goes on in the background) and this call is
-				// answered: explaining a failure reads its input and
-				// output in full.
-				ip.finished, release = bothDone(release)
 			}
 		}
 		res, err := rt.Run(ctx, req.ResourceList)
@@ -209,7 +231,7 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 			return resp, err
 		}
 		size := int64(req.ResourceList.Len())
-		if err := admission.HoldAnswer(ctx, r.opts.Admission, release, req.Image, weight(rt, int(size)), size, resp); err != nil {
+		if err := admission.HoldAnswer(ctx, r.opts.Admission, release, req.Image, w, size, resp); err != nil {
 			return nil, err
 		}
 		return resp, nil
@@ -218,19 +240,6 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		return nil, status.Errorf(codes.NotFound, "function %q not found: %v", req.Image, missing)
 	}
 	return nil, status.Errorf(codes.NotFound, "function %q not found", req.Image)
-}
-
-// bothDone returns two functions that call release once both have been
-// called.
-func bothDone(release func()) (func(), func()) {
-	var left atomic.Int32
-	left.Store(2)
-	done := func() {
-		if left.Add(-1) == 0 {
-			release()
-		}
-	}
-	return done, done
 }
 
 // setExecutor names the executor of the call in its metrics

@@ -72,33 +72,40 @@ func TestPanicIsInternal(t *testing.T) {
 	assert.Equal(t, codes.NotFound, status.Code(err), "after a panic: %v", err)
 }
 
-// An in-process function that overruns its caller's deadline: the caller
-// gets DeadlineExceeded at once, the next calls proceed meanwhile, and the
-// overrun's admission weight is held until the function has returned (Go
-// cannot stop a goroutine; its memory is in use until then).
+// An in-process function that overruns its caller's deadline: Go cannot
+// stop it, so the call is answered DeadlineExceeded once it has returned,
+// its weight gone with it; the next calls proceed meanwhile.
 func TestDeadlineForInProcessFunction(t *testing.T) {
 	release := make(chan struct{})
-	returned := make(chan struct{})
+	running := make(chan struct{})
 	r := newRunner(map[string]catalog.Function{
-		"slow": {Process: func(*fn.ResourceList) (bool, error) { <-release; close(returned); return true, nil }},
+		"slow": {Process: func(*fn.ResourceList) (bool, error) { close(running); <-release; return true, nil }},
 		"fast": {Process: func(*fn.ResourceList) (bool, error) { return true, nil }},
 	}, goEntry("slow", "slow"), goEntry("fast", "fast"))
-	r.opts.Admission = admission.NewWeighted(1<<20, 10, 1<<30)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
-	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "slow function = %v", err)
-	assert.Equal(t, int64(len(rl)*GoWeight), r.opts.Admission.InFlight(), "the overrun still holds its weight")
-
-	for i := 0; i < 3; i++ {
-		_, err = r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fast:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	r.opts.Admission = admission.NewWeighted(1<<30, 10, 1<<30)
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan error, 1)
+	go func() {
+		_, err := r.EvaluateFunction(ctx, &evalwire.Request{Image: "slow:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+		answered <- err
+	}()
+	<-running
+	cancel()
+	for range 3 {
+		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fast:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 		require.NoError(t, err, "a next call while the overrun goes on")
 	}
+	select {
+	case err := <-answered:
+		t.Fatalf("answered (%v) while its function still runs", err)
+	default:
+	}
+	assert.Equal(t, Weight(evalwire.Bytes([]byte(rl)), false), r.opts.Admission.InFlight(), "the overrun holds its weight while it runs")
 
 	close(release)
-	<-returned
-	require.Eventually(t, func() bool { return r.opts.Admission.InFlight() == 0 }, 10*time.Second, time.Millisecond,
-		"the overrun's weight was not released when it returned")
+	err := <-answered
+	assert.Equal(t, codes.Canceled, status.Code(err), "slow function = %v", err)
+	assert.Zero(t, r.opts.Admission.InFlight(), "its weight is gone when it is answered")
 }
 
 func binaryEntry(image, path string) *configpb.FunctionConfig {
@@ -117,7 +124,7 @@ func TestBinaryRuntime(t *testing.T) {
 }
 
 // A call that runs a process weighs what the process needs too: while the
-// binary runs, its call holds input × BinaryWeight + ProcessWeight.
+// binary runs, its call holds Weight(input, true).
 func TestBinaryCallWeighsItsProcess(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
@@ -140,7 +147,7 @@ func TestBinaryCallWeighsItsProcess(t *testing.T) {
 		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 		done <- err
 	}()
-	want := int64(len(rl))*BinaryWeight + ProcessWeight
+	want := Weight(evalwire.Bytes([]byte(rl)), true)
 	require.Eventually(t, func() bool { return r.opts.Admission.InFlight() == want }, 10*time.Second, time.Millisecond,
 		"in flight: %d, want %d", r.opts.Admission.InFlight(), want)
 	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
@@ -198,4 +205,39 @@ func TestInProcessOutputOverLimit(t *testing.T) {
 	r := newRunner(map[string]catalog.Function{"big": {Process: big}}, goEntry("big", "big"))
 	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "big:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	assert.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+}
+
+func TestWeight(t *testing.T) {
+	tests := []struct {
+		name    string
+		input   string
+		process bool
+		want    int64
+	}{
+		{"bytes and lines", "a: 1\nb: 2\n", false, 10*ByteWeight + 2*NodeWeight},
+		{"flow style counts its commas", "[1,2,3]", false, 7*ByteWeight + 2*NodeWeight},
+		{"a process costs its runtime", "a: 1\n", true, 5*ByteWeight + NodeWeight + ProcessWeight},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Split across buffers, as a request arrives.
+			in := evalwire.Bytes([]byte(tt.input[:len(tt.input)/2]))
+			in = append(in, evalwire.Bytes([]byte(tt.input[len(tt.input)/2:]))...)
+			assert.Equal(t, tt.want, Weight(in, tt.process))
+		})
+	}
+}
+
+// A binary whose processes hold more than its call was charged is killed,
+// and the call fails with ResourceExhausted saying so.
+func TestBinaryPastItsMemoryBound(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\nhead -c 268435456 /dev/zero | tail -c 134217728 >/dev/null\ncat\n"), 0o755))
+	r := newRunner(nil, binaryEntry("fn", "fn"))
+	r.opts.FunctionsDir = dir
+	r.opts.Admission = admission.NewWeighted(1<<30, 10, 1<<30)
+	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	assert.Contains(t, status.Convert(err).Message(), "over the call's bound of 16 MiB")
+	assert.Zero(t, r.opts.Admission.InFlight())
 }

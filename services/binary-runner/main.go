@@ -81,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.starlark.AllowedHosts = append(o.starlark.AllowedHosts, hosts...)
 		return err
 	})
-	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("%d × its input bytes + %d KiB × its input's lines and commas (about its YAML nodes), + %d MiB for a function process (binary executor, starlark), whose processes are killed when they hold more than that (less %d × the input, the runner's own buffers) and the call fails with ResourceExhausted; with --max-queue-bytes and %d MiB more, it must fit the container's memory limit (checked at start) and is the Go runtime's soft memory limit unless GOMEMLIMIT is set", runner.ByteWeight, runner.NodeWeight>>10, runner.ProcessWeight>>20, runner.BufferWeight, memoryHeadroom>>20))
+	o.admission.Register(fs, 512<<20, 1024, 256<<20, fmt.Sprintf("%d × its input bytes + %d KiB × its input's lines and commas (about its YAML nodes), + %d MiB for a function process (binary executor, starlark) and %d MiB more for a starlark script, whose processes are killed when they hold more than that (less %d × the input, the runner's own buffers) and the call fails with ResourceExhausted; with --max-queue-bytes and %d MiB more, it must fit the container's memory limit (checked at start) and is the Go runtime's soft memory limit unless GOMEMLIMIT is set", runner.ByteWeight, runner.NodeWeight>>10, runner.ProcessWeight>>20, runner.ScriptWeight>>20, runner.BufferWeight, memoryHeadroom>>20))
 	o.sandbox.Register(fs, sandbox.Defaults{MemoryMax: 2 << 30, DirBytes: 512 << 20, CPUMillis: 1000, ReadOnly: sandbox.SystemReadOnly, WarmHelpers: 4})
 	if err := o.common.Parse(fs, args); err != nil {
 		return nil, grpcserving.FlagError(err)

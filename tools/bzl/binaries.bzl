@@ -39,4 +39,5 @@ TEST_FUNCTIONS = {
     "hang": "//tests/testfns/hang",
     "orphan": "//tests/testfns/orphan",
     "record": "//tests/testfns/record",
+    "reserve": "//tests/testfns/reserve",
 }

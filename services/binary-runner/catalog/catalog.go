@@ -8,9 +8,10 @@
 // In process, a call cannot be stopped (Go cannot stop a goroutine) and
 // shares the runner's memory; so a function runs there only when its work
 // is linear in its input, or checked against a budget computed from its
-// input before it is done. set-namespace walks each resource once (a
-// budget on aliases keeps that linear); fnrunner's own six functions spend
-// budgets; apply-setters is checked against one (settersWork) before it
+// input before it is done. set-namespace walks each resource once, a
+// RoleBinding's subjects once each, and follows no alias (yaml.v3, which
+// decodes its functionConfig, refuses excessive aliasing); fnrunner's own
+// six functions spend budgets; apply-setters is checked against one (settersWork) before it
 // runs. apply-replacements is not bounded by its input: one value copied
 // into many targets turns 83 KB into a gigabyte, and its work can outlive
 // the call. It runs out of process, where the call's memory bound and
@@ -42,7 +43,7 @@ import (
 // with the catalog version each was built from.
 func Functions() map[string]Function {
 	return map[string]Function{
-		"set-namespace":      {Version: "v0.4.5", Process: SetNamespace},
+		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
 		"apply-setters":      {Version: "v0.2.2", Process: ApplySetters},
 		"apply-replacements": {Version: "v0.1.5", Binary: "apply-replacements"},
 		// fnrunner's own implementations (no module of theirs is served):
@@ -78,43 +79,6 @@ type Function struct {
 	// bounds for them (functions/starlark/bounds) as arguments.
 	Script bool
 }
-
-// SetNamespace is set-namespace v0.4.5, whose work is linear in the tree
-// it walks: each resource once, a RoleBinding's subjects once each. What
-// could make that tree larger than its input is aliases, which its walk
-// and its decoding of the functionConfig follow: a ResourceList whose
-// aliases reach more nodes than it has (maxAliasNodes at least) is refused
-// before the function runs, with an error result.
-func SetNamespace(rl *fn.ResourceList) (bool, error) {
-	own, extra := 0, 0
-	a := treesize.Aliases{}
-	count := func(o *fn.KubeObject) {
-		if o == nil {
-			return
-		}
-		n := o.MoveToResourceNode()
-		before := a.Extra
-		own += a.Reached(n.YNode()) - (a.Extra - before)
-		*o = *fn.MoveToKubeObject(n)
-	}
-	for _, o := range rl.Items {
-		count(o)
-	}
-	count(rl.FunctionConfig)
-	extra = a.Extra
-	if a.Cycle || extra > max(own, maxAliasNodes) {
-		rl.Results = append(rl.Results, &fn.Result{
-			Message:  fmt.Sprintf("refused: the input's aliases reach %d nodes beyond its own %d (at most %d, or as many as it has)", extra, own, maxAliasNodes),
-			Severity: fn.Error,
-		})
-		return false, nil
-	}
-	return setnamespace.Run(rl)
-}
-
-// maxAliasNodes is the fewest nodes aliases may reach beyond a
-// ResourceList's own (a document of few nodes may still use aliases).
-const maxAliasNodes = 1 << 16
 
 // ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The
 // catalog's own main for v0.2.2 is written against kyaml v0.10's framework

@@ -101,29 +101,31 @@ type Scripts struct {
 // 347, 452 and 510 MiB, apply-replacements at 419; on 2 KiB, 9 to 16 MiB.
 // ByteWeight × bytes + NodeWeight × nodes + ProcessWeight covers each: 150
 // MiB for the first, 535 for the second, 16 for the third.
+//
+// A script's memory is its own, not its input's: ScriptWeight more lets a
+// script recurse to --starlark-max-call-depth's default (10,000 calls: 67
+// MiB) or build a package's worth of resources from a small input.
 const (
 	ByteWeight    = 16
 	NodeWeight    = 4 << 10
 	ProcessWeight = 16 << 20
+	ScriptWeight  = 64 << 20
 	// BufferWeight is what a call that runs a process costs the
 	// binary-runner itself, per input byte: its request and the output
 	// buffers (2.4×). The rest of its weight bounds the process's memory.
 	BufferWeight = 3
 )
 
-// Weight is the admission weight of a call on input: for a process too
-// (binary executor, starlark) or not (in-process).
-func Weight(input mem.BufferSlice, process bool) int64 {
+// Weight is the admission weight of a call on input whose runtime needs
+// fixed bytes besides: 0 in process, ProcessWeight for a binary,
+// ProcessWeight + ScriptWeight for a script.
+func Weight(input mem.BufferSlice, fixed int64) int64 {
 	nodes := 0
 	for _, b := range input {
 		data := b.ReadOnlyData()
 		nodes += bytes.Count(data, newline) + bytes.Count(data, comma)
 	}
-	w := int64(input.Len())*ByteWeight + int64(nodes)*NodeWeight
-	if process {
-		w += ProcessWeight
-	}
-	return w
+	return int64(input.Len())*ByteWeight + int64(nodes)*NodeWeight + fixed
 }
 
 var newline, comma = []byte("\n"), []byte(",")
@@ -189,9 +191,10 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		}
 		setExecutor(ctx, k)
 		var rt Runtime
+		fixed := int64(ProcessWeight)
 		switch k {
 		case executortable.Go:
-			rt, err = r.goRuntime(fc.GetGo().GetId())
+			rt, fixed, err = r.goRuntime(fc.GetGo().GetId())
 		case executortable.Binary:
 			rt, err = r.binaryRuntime(fc.GetBinary().GetPath())
 		default:
@@ -207,9 +210,8 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		if err != nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "function %q: %v", req.Image, err)
 		}
-		bin, process := rt.(*fnexec.Binary)
-		w := Weight(req.ResourceList, process)
-		if process {
+		w := Weight(req.ResourceList, fixed)
+		if bin, ok := rt.(*fnexec.Binary); ok {
 			bin.Options.MaxMemoryBytes = processMemory(w, req.ResourceList.Len(), r.opts.Admission)
 		}
 		release := func() {}
@@ -267,27 +269,29 @@ func (r *Runner) binaryRuntime(path string) (*fnexec.Binary, error) {
 	return &fnexec.Binary{Argv: []string{bin}, Options: r.opts.Exec}, nil
 }
 
-// goRuntime is the go executor's runtime for a linked-in function.
-func (r *Runner) goRuntime(id string) (Runtime, error) {
+// goRuntime is the go executor's runtime for a linked-in function, with
+// the fixed part of its calls' weight.
+func (r *Runner) goRuntime(id string) (Runtime, int64, error) {
 	f, ok := r.functions[id]
 	if !ok {
-		return nil, fmt.Errorf("no linked-in Go function with id %q", id)
+		return nil, 0, fmt.Errorf("no linked-in Go function with id %q", id)
 	}
 	if f.Script {
 		rt, err := r.binaryRuntime(f.Binary)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		rt.Argv = append(rt.Argv, r.opts.Scripts.Args...)
 		if r.opts.Scripts.Exec != nil {
 			rt.Options = *r.opts.Scripts.Exec
 		}
-		return rt, nil
+		return rt, ProcessWeight + ScriptWeight, nil
 	}
 	if f.Binary != "" {
 		// Run out of process (catalog.Function.Binary), from the
 		// functions directory.
-		return r.binaryRuntime(f.Binary)
+		rt, err := r.binaryRuntime(f.Binary)
+		return rt, ProcessWeight, err
 	}
-	return &inProcess{process: f.Process, maxOutputBytes: r.opts.MaxOutputBytes}, nil
+	return &inProcess{process: f.Process, maxOutputBytes: r.opts.MaxOutputBytes}, 0, nil
 }

@@ -100,7 +100,7 @@ func TestDeadlineForInProcessFunction(t *testing.T) {
 		t.Fatalf("answered (%v) while its function still runs", err)
 	default:
 	}
-	assert.Equal(t, Weight(evalwire.Bytes([]byte(rl)), false), r.opts.Admission.InFlight(), "the overrun holds its weight while it runs")
+	assert.Equal(t, Weight(evalwire.Bytes([]byte(rl)), 0), r.opts.Admission.InFlight(), "the overrun holds its weight while it runs")
 
 	close(release)
 	err := <-answered
@@ -124,7 +124,7 @@ func TestBinaryRuntime(t *testing.T) {
 }
 
 // A call that runs a process weighs what the process needs too: while the
-// binary runs, its call holds Weight(input, true).
+// binary runs, its call holds Weight(input, ProcessWeight).
 func TestBinaryCallWeighsItsProcess(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "gate")
@@ -147,7 +147,7 @@ func TestBinaryCallWeighsItsProcess(t *testing.T) {
 		_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 		done <- err
 	}()
-	want := Weight(evalwire.Bytes([]byte(rl)), true)
+	want := Weight(evalwire.Bytes([]byte(rl)), ProcessWeight)
 	require.Eventually(t, func() bool { return r.opts.Admission.InFlight() == want }, 10*time.Second, time.Millisecond,
 		"in flight: %d, want %d", r.opts.Admission.InFlight(), want)
 	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
@@ -209,21 +209,21 @@ func TestInProcessOutputOverLimit(t *testing.T) {
 
 func TestWeight(t *testing.T) {
 	tests := []struct {
-		name    string
-		input   string
-		process bool
-		want    int64
+		name  string
+		input string
+		fixed int64
+		want  int64
 	}{
-		{"bytes and lines", "a: 1\nb: 2\n", false, 10*ByteWeight + 2*NodeWeight},
-		{"flow style counts its commas", "[1,2,3]", false, 7*ByteWeight + 2*NodeWeight},
-		{"a process costs its runtime", "a: 1\n", true, 5*ByteWeight + NodeWeight + ProcessWeight},
+		{"bytes and lines", "a: 1\nb: 2\n", 0, 10*ByteWeight + 2*NodeWeight},
+		{"flow style counts its commas", "[1,2,3]", 0, 7*ByteWeight + 2*NodeWeight},
+		{"a process costs its runtime", "a: 1\n", ProcessWeight, 5*ByteWeight + NodeWeight + ProcessWeight},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Split across buffers, as a request arrives.
 			in := evalwire.Bytes([]byte(tt.input[:len(tt.input)/2]))
 			in = append(in, evalwire.Bytes([]byte(tt.input[len(tt.input)/2:]))...)
-			assert.Equal(t, tt.want, Weight(in, tt.process))
+			assert.Equal(t, tt.want, Weight(in, tt.fixed))
 		})
 	}
 }

@@ -260,7 +260,11 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 			poll = DefaultMemoryPoll
 		}
 		watch = func(pid int, self bool) {
-			go proctree.Tree{}.Watch(runCtx, pid, self, opts.MaxMemoryBytes, poll, func(used uint64) {
+			go proctree.Tree{}.Watch(runCtx, pid, self, opts.MaxMemoryBytes, poll, func(used uint64, err error) {
+				if err != nil {
+					cancel(fmt.Errorf("%w: its memory could not be checked against the call's bound of %d MiB (%w), and it was killed", fnresult.ErrMemoryExceeded, opts.MaxMemoryBytes>>20, err))
+					return
+				}
 				cancel(fmt.Errorf("%w: its processes held %d MiB, over the call's bound of %d MiB, and were killed", fnresult.ErrMemoryExceeded, used>>20, opts.MaxMemoryBytes>>20))
 			})
 		}

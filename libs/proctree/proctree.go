@@ -19,8 +19,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
+
+// ErrUnreadable is a process tree whose memory could not be read.
+var ErrUnreadable = errors.New("cannot read the memory of the call's processes")
 
 // Tree reads the processes below one process from a procfs.
 type Tree struct {
@@ -52,7 +56,7 @@ func (t Tree) Resident(root int, self bool) (uint64, error) {
 	var total uint64
 	for _, pid := range pids {
 		n, err := t.resident(pid)
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errGone) {
+		if gone(err) {
 			continue
 		}
 		if err != nil {
@@ -63,13 +67,41 @@ func (t Tree) Resident(root int, self bool) (uint64, error) {
 	return total, nil
 }
 
-// errGone is a process that has exited but not been reaped: it holds no
-// memory.
+// gone says whether err is a process that ended while it was read: its
+// files are gone, or they answer ESRCH once it has been reaped.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) || errors.Is(err, errGone)
+}
+
+// errGone is a process that has exited and whose threads have too: it
+// holds no memory.
 var errGone = errors.New("process has no memory")
 
-// resident is RssAnon + RssShmem of pid.
+// resident is RssAnon + RssShmem of pid. A process whose main thread
+// exited while others run shows no memory in its own status (that of a
+// zombie); its memory, one for all its threads, is read from a live one's.
 func (t Tree) resident(pid int) (uint64, error) {
-	data, err := os.ReadFile(filepath.Join(t.proc(), strconv.Itoa(pid), "status"))
+	n, err := t.statusMemory(filepath.Join(t.proc(), strconv.Itoa(pid), "status"))
+	if !errors.Is(err, errGone) {
+		return n, err
+	}
+	tasks, err := os.ReadDir(filepath.Join(t.proc(), strconv.Itoa(pid), "task"))
+	if err != nil {
+		return 0, err
+	}
+	for _, task := range tasks {
+		n, err := t.statusMemory(filepath.Join(t.proc(), strconv.Itoa(pid), "task", task.Name(), "status"))
+		if gone(err) {
+			continue
+		}
+		return n, err
+	}
+	return 0, errGone
+}
+
+// statusMemory is RssAnon + RssShmem from a status file.
+func (t Tree) statusMemory(path string) (uint64, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +114,7 @@ func (t Tree) resident(pid int) (uint64, error) {
 		}
 		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(string(value)), " kB"), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("reading %s of process %d: %w", name, pid, err)
+			return 0, fmt.Errorf("reading %s of %s: %w", name, path, err)
 		}
 		total += kb << 10
 		found = true
@@ -115,7 +147,7 @@ func (t Tree) Descendants(root int) ([]int, error) {
 		seen[pid] = true
 		out = append(out, pid)
 		more, err := t.childrenOf(pid)
-		if errors.Is(err, fs.ErrNotExist) {
+		if gone(err) {
 			continue // it ended meanwhile
 		}
 		if err != nil {
@@ -138,7 +170,7 @@ func (t Tree) childrenOf(pid int) ([]int, error) {
 	var out []int
 	for _, task := range tasks {
 		data, err := os.ReadFile(filepath.Join(t.proc(), strconv.Itoa(pid), "task", task.Name(), "children"))
-		if errors.Is(err, fs.ErrNotExist) {
+		if gone(err) {
 			if _, serr := os.Stat(filepath.Join(t.proc(), strconv.Itoa(pid), "task", task.Name())); serr == nil {
 				return nil, errNoChildrenFiles
 			}
@@ -211,18 +243,23 @@ func (t Tree) parent(pid int) (int, error) {
 
 // Watch samples the memory of root's tree (Resident) every interval until
 // ctx ends, and calls over, once, with what it found the first time that is
-// more than limit; then it returns. A tree that cannot be read (root ended)
-// ends the watch.
-func (t Tree) Watch(ctx context.Context, root int, self bool, limit uint64, interval time.Duration, over func(used uint64)) {
+// more than limit, or with ErrUnreadable's error when the tree cannot be
+// read while root lives (a bound that cannot be checked is not kept); then
+// it returns. Root's end ends the watch.
+func (t Tree) Watch(ctx context.Context, root int, self bool, limit uint64, interval time.Duration, over func(used uint64, err error)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		used, err := t.Resident(root, self)
 		if err != nil {
+			if _, serr := os.Stat(filepath.Join(t.proc(), strconv.Itoa(root))); serr != nil {
+				return // root ended
+			}
+			over(used, fmt.Errorf("%w: %w", ErrUnreadable, err))
 			return
 		}
 		if used > limit {
-			over(used)
+			over(used, nil)
 			return
 		}
 		select {

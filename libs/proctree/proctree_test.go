@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +17,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fnrunner/fnrunner/libs/proctree"
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
+
+// With PROCTREE_LEADER_EXITS, main keeps to the main thread, whose exit
+// then leaves the process a zombie leader with live threads.
+func init() {
+	if os.Getenv("PROCTREE_LEADER_EXITS") != "" {
+		runtime.LockOSThread()
+	}
+}
 
 // The test binary is also the processes measured: with PROCTREE_TOUCH=N it
 // touches N MiB, with PROCTREE_RESERVE=N it maps N MiB it never touches,
@@ -57,6 +68,18 @@ func TestMain(m *testing.M) {
 		}
 		keep = append(keep, b)
 	}
+	if os.Getenv("PROCTREE_LEADER_EXITS") != "" {
+		// The main thread exits alone; another goes on holding the
+		// memory, waiting for its standard input to close.
+		go func() {
+			fmt.Println("ready")
+			_, _ = os.Stdin.Read(make([]byte, 1))
+			_ = keep
+			os.Exit(0)
+		}()
+		time.Sleep(100 * time.Millisecond)
+		syscall.RawSyscall(syscall.SYS_EXIT, 0, 0, 0) // main runs on the main thread (init)
+	}
 	fmt.Println("ready")
 	_, _ = os.Stdin.Read(make([]byte, 1))
 	_ = keep
@@ -89,6 +112,11 @@ func TestResident(t *testing.T) {
 	touched := start(t, "PROCTREE_TOUCH=64")
 	reserved := start(t, "PROCTREE_RESERVE=4096")
 	nested := start(t, "PROCTREE_TOUCH=32", "PROCTREE_CHILD=1")
+	leaderless := start(t, "PROCTREE_TOUCH=48", "PROCTREE_LEADER_EXITS=1")
+	harness.WaitFor(t, "the main thread to exit", func() bool {
+		status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(leaderless.Process.Pid), "status"))
+		return err == nil && strings.Contains(string(status), "State:\tZ")
+	})
 	for name, tree := range map[string]proctree.Tree{"children files": {}, "parents only": {Proc: scanOnly(t)}} {
 		t.Run(name, func(t *testing.T) {
 
@@ -108,6 +136,10 @@ func TestResident(t *testing.T) {
 			all, err := tree.Resident(nested.Process.Pid, true)
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, all, below+32<<20)
+
+			used, err = tree.Resident(leaderless.Process.Pid, true)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, used, uint64(48<<20), "a process whose main thread exited counts its threads' memory")
 
 			pids, err := tree.Descendants(touched.Process.Pid)
 			require.NoError(t, err)
@@ -129,7 +161,14 @@ func scanOnly(t *testing.T) string {
 			continue
 		}
 		pid := filepath.Join(dir, e.Name())
-		require.NoError(t, os.MkdirAll(filepath.Join(pid, "task", e.Name()), 0o755))
+		tasks, err := os.ReadDir(filepath.Join("/proc", e.Name(), "task"))
+		if err != nil {
+			continue // it ended meanwhile
+		}
+		for _, task := range tasks {
+			require.NoError(t, os.MkdirAll(filepath.Join(pid, "task", task.Name()), 0o755))
+			require.NoError(t, os.Symlink(filepath.Join("/proc", e.Name(), "task", task.Name(), "status"), filepath.Join(pid, "task", task.Name(), "status")))
+		}
 		for _, f := range []string{"stat", "status"} {
 			require.NoError(t, os.Symlink(filepath.Join("/proc", e.Name(), f), filepath.Join(pid, f)))
 		}
@@ -142,7 +181,10 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan uint64, 1)
-	proctree.Tree{}.Watch(ctx, cmd.Process.Pid, false, 16<<20, time.Millisecond, func(used uint64) { got <- used })
+	proctree.Tree{}.Watch(ctx, cmd.Process.Pid, false, 16<<20, time.Millisecond, func(used uint64, err error) {
+		assert.NoError(t, err)
+		got <- used
+	})
 	select {
 	case used := <-got:
 		assert.Greater(t, used, uint64(16<<20))
@@ -155,7 +197,7 @@ func TestWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		proctree.Tree{}.Watch(ctx, cmd.Process.Pid, true, 1<<30, time.Millisecond, func(uint64) { t.Error("over called under the limit") })
+		proctree.Tree{}.Watch(ctx, cmd.Process.Pid, true, 1<<30, time.Millisecond, func(uint64, error) { t.Error("over called under the limit") })
 	}()
 	cancel()
 	<-done

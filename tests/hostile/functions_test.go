@@ -127,7 +127,13 @@ func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
 		message  string
 	}{
 		{"apply-setters: one value, 3,000 references", "apply-setters:v0.2.2", refs.String(), time.Minute,
-			codes.Internal, "too much work for the input"},
+			codes.ResourceExhausted, `over the call's bound of \d+ MiB|exceeds the message size limit`},
+		// The function matches the field's value against a regular
+		// expression with a group for each reference: 3 GB in process.
+		{"apply-setters: 10,000 references in one field", "apply-setters:v0.2.2",
+			"apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n  data:\n    k: y # kpt-set: " +
+				strings.Repeat("${a}", 10000) + "\nfunctionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: f\n  data:\n    a: \"1\"\n",
+			time.Minute, codes.ResourceExhausted, `over the call's bound of \d+ MiB`},
 		{"apply-replacements: one value copied into 800 targets", "apply-replacements:v0.1.5", replacements(strings.Repeat("x", 40000), 800, 1), time.Minute,
 			codes.ResourceExhausted, `over the call's bound of \d+ MiB|exceeds the message size limit`},
 		{"starlark: a short script concatenating strings", "starlark:v0.5.5", starlark("s = 'x' * 1000000\nl = []\nfor i in range(3000):\n  l.append(s + str(i))"), time.Minute,

@@ -157,6 +157,9 @@ func startStack(t *testing.T, gateway string, gatewayArgs []string, runner strin
 		configs.WriteString(config(name))
 	}
 	configs.WriteString(config("reserve")) // tests/testfns/reserve
+	// The catalog's starlark v0.3.0, built from its module.
+	extra["starlark-v0.3.0"] = harness.Binary(t, "FNRUNNER_UPSTREAM_STARLARK")
+	configs.WriteString(config("starlark-v0.3.0"))
 	// A host starlark scripts may reach (--starlark-allowed-hosts): any
 	// other is denied.
 	allowed := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
@@ -275,6 +278,14 @@ func cases(w *world) []hostileCase {
 		// maps 4 GiB at start (starlark v0.3.0) runs.
 		{name: "4 GiB reserved at start", image: "example.com/hostile/reserve:v1", input: input(nil), deadline: 30 * time.Second,
 			code: codes.OK},
+		// The catalog's own binary, built from its module, reserves 4 GiB
+		// at start (go.starlark.net's small integers); porch runs it.
+		{name: "upstream starlark v0.3.0", image: "example.com/hostile/starlark-v0.3.0:v1",
+			input:    starlark("ctx.resource_list['items'].append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'from-v0.3.0'}})"),
+			deadline: 30 * time.Second, code: codes.OK,
+			after: func(t *testing.T, _ *world, resp *pb.EvaluateFunctionResponse) {
+				assert.Contains(t, string(resp.GetResourceList()), "name: from-v0.3.0")
+			}},
 		{name: "temp dir fill", image: "example.com/hostile/fill-temp:v1", input: input(nil), deadline: 30 * time.Second,
 			code: codes.Internal, message: `exited with code|killed by signal`, exhausting: true},
 		{name: "cpu spin", image: "example.com/hostile/cpu-spin:v1", input: input(nil), deadline: 2 * time.Second,

@@ -8,12 +8,13 @@ load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
 load(":node.bzl", "node_binaries", "node_packages")
 load(":porchrender.bzl", "porchrender_binary")
+load(":upstreamfns.bzl", "upstream_functions")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @upstreamfns and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -108,6 +109,15 @@ def fnrunner_dependencies():
             Label("//tools/porchrender:eval.go"),
             Label("//tools/porchrender:main.go"),
         ],
+    )
+
+    # Catalog releases as porch runs them, built from their own modules:
+    # starlark v0.3.0 reserves 4 GiB of address space at start.
+    upstream_functions(
+        name = "upstreamfns",
+        go_mod = Label("//tools/upstreamfns:go.mod"),
+        go_sum = Label("//tools/upstreamfns:go.sum"),
+        tools = {"starlark-v0.3.0": "github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark"},
     )
 
     # Debian's CA bundle, put into every image.

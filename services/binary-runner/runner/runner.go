@@ -99,17 +99,22 @@ type Scripts struct {
 // 22,000 lines set-namespace peaks at 104 MiB, set-labels at 112 and
 // starlark at 140; on 3 MiB of 11,000 small ConfigMaps (121,000 lines) at
 // 347, 452 and 510 MiB, apply-replacements at 419; on 2 KiB, 9 to 16 MiB.
-// ByteWeight × bytes + NodeWeight × nodes + ProcessWeight covers each: 150
-// MiB for the first, 535 for the second, 16 for the third.
+// ByteWeight × bytes + NodeWeight × nodes covers each beside the runtime:
+// 134 MiB for the first, 519 for the second. ProcessWeight is a runtime's
+// own: older catalog releases, as porch runs them, load kyaml's OpenAPI
+// schema at start (starlark v0.3.0: 70 MiB, 56 to 75 of its own pages at
+// their peak, by the garbage collector's timing, on an empty input). At
+// the binary-runner's 672 MiB in flight, 8 calls of 2 KiB run at once, or 3
+// of 3 MiB.
 //
 // A script's memory is its own, not its input's: ScriptWeight more lets a
 // script recurse to --starlark-max-call-depth's default (10,000 calls: 67
-// MiB) or build a package's worth of resources from a small input.
+// MiB in all) or build a package's worth of resources from a small input.
 const (
 	ByteWeight    = 16
 	NodeWeight    = 4 << 10
-	ProcessWeight = 16 << 20
-	ScriptWeight  = 64 << 20
+	ProcessWeight = 80 << 20
+	ScriptWeight  = 32 << 20
 	// BufferWeight is what a call that runs a process costs the
 	// binary-runner itself, per input byte: its request and the output
 	// buffers (2.4×). The rest of its weight bounds the process's memory.

@@ -232,12 +232,12 @@ func TestWeight(t *testing.T) {
 // and the call fails with ResourceExhausted saying so.
 func TestBinaryPastItsMemoryBound(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\nhead -c 268435456 /dev/zero | tail -c 134217728 >/dev/null\ncat\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fn"), []byte("#!/bin/sh\nhead -c 268435456 /dev/zero | tail -c 167772160 >/dev/null\ncat\n"), 0o755))
 	r := newRunner(nil, binaryEntry("fn", "fn"))
 	r.opts.FunctionsDir = dir
 	r.opts.Admission = admission.NewWeighted(1<<30, 10, 1<<30)
 	_, err := r.EvaluateFunction(context.Background(), &evalwire.Request{Image: "fn:v1", ResourceList: evalwire.Bytes([]byte(rl))})
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
-	assert.Contains(t, status.Convert(err).Message(), "over the call's bound of 16 MiB")
+	assert.Contains(t, status.Convert(err).Message(), "over the call's bound of 80 MiB")
 	assert.Zero(t, r.opts.Admission.InFlight())
 }

@@ -157,6 +157,47 @@ func (t *Tables) Lookup(k Kind, ref imagematch.Reference) (*configpb.FunctionCon
 	return table.Lookup(ref)
 }
 
+// ClaimsRepository reports whether a FunctionConfig claims ref's repository
+// (its prefix and name) for executor k under some tag, whatever ref's own:
+// a tag a caller's constraint resolves to may be one it runs. A claim of
+// digests only counts not, for no tag is one of them. It errs towards
+// true: a claim left out of the table (a conflict, an invalid tag) counts.
+func (t *Tables) ClaimsRepository(k Kind, ref imagematch.Reference) bool {
+	for _, fc := range t.functions {
+		tags, ok := claimTags(k, fc)
+		if !ok || fc.GetImage() != ref.Name {
+			continue
+		}
+		if len(tags) > 0 && !slices.ContainsFunc(tags, func(tag string) bool { return !strings.Contains(tag, ":") }) {
+			continue // digests ("sha256:…") only
+		}
+		prefixes := fc.GetPrefixes()
+		if len(prefixes) == 0 {
+			prefixes = []string{""}
+		}
+		for _, p := range prefixes {
+			if np, err := imagematch.NormalizePrefix(p, t.DefaultPrefix); err == nil && np == ref.Prefix {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// claimTags are the tags fc claims for executor k, and false when it does
+// not claim k at all.
+func claimTags(k Kind, fc *configpb.FunctionConfig) ([]string, bool) {
+	switch {
+	case k == Go && fc.GetGo() != nil:
+		return fc.GetGo().GetTags(), true
+	case k == Binary && fc.GetBinary() != nil:
+		return fc.GetBinary().GetTags(), true
+	case k == Pod && fc.GetPod() != nil:
+		return fc.GetPod().GetTags(), true
+	}
+	return nil, false
+}
+
 // ConflictsOf lists the conflicts an owner is part of, in a stable order.
 func (t *Tables) ConflictsOf(owner string) []string {
 	var out []string

@@ -99,3 +99,43 @@ func claimingKinds(t *testing.T, tables *Tables, image string) []Kind {
 	}
 	return got
 }
+
+// A repository is claimed for an executor when some claim of it names a
+// tag (exact, a constraint, or every tag), under one of its prefixes;
+// claims of digests only, and claims for other executors, do not count.
+func TestClaimsRepository(t *testing.T) {
+	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000004"
+	tables := Build(&configpb.Snapshot{DefaultImagePrefix: "registry.example/fns", Functions: []*configpb.FunctionConfig{
+		{Namespace: "ns", Name: "exact", Image: "exact", Pod: &configpb.PodExecutor{Tags: []string{"v1"}}},
+		{Namespace: "ns", Name: "constraint", Image: "constraint", Prefixes: []string{"docker.io/fns"}, Pod: &configpb.PodExecutor{Tags: []string{"~1.2"}}},
+		{Namespace: "ns", Name: "every", Image: "every", Prefixes: []string{"", "ghcr.io/other"}, Pod: &configpb.PodExecutor{}},
+		{Namespace: "ns", Name: "digest", Image: "digest", Pod: &configpb.PodExecutor{Tags: []string{digest}}},
+		{Namespace: "ns", Name: "go", Image: "go-only", Go: &configpb.GoExecutor{Tags: []string{"v1"}, Id: "x"}},
+	}})
+	for _, tc := range []struct {
+		image string
+		kind  Kind
+		want  bool
+	}{
+		{"exact", Pod, true},
+		{"exact:v2", Pod, true}, // the repository, whatever the tag
+		{"registry.example/fns/exact", Pod, true},
+		{"registry.example/other/exact", Pod, false},
+		{"exact", Binary, false},
+		{"index.docker.io/fns/constraint", Pod, true},
+		{"docker.io/fns/constraint:v9", Pod, true},
+		{"constraint", Pod, false}, // not under the default prefix
+		{"every", Pod, true},
+		{"ghcr.io/other/every", Pod, true},
+		{"digest", Pod, false},
+		{"go-only", Go, true},
+		{"go-only", Pod, false},
+		{"unknown", Pod, false},
+	} {
+		t.Run(string(tc.kind)+" "+tc.image, func(t *testing.T) {
+			ref, err := imagematch.Parse(tc.image, tables.DefaultPrefix)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, tables.ClaimsRepository(tc.kind, ref))
+		})
+	}
+}

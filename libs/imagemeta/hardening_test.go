@@ -434,7 +434,7 @@ func TestStaleOnErrorNegativeCachingAndBound(t *testing.T) {
 	require.NoError(t, err)
 	_, err = r.Resolve(ctx, reg.Host+"/fns/fn@"+digest.String())
 	require.NoError(t, err)
-	assert.Equal(t, 2, r.cache.len())
+	assert.Equal(t, 2, r.cache[unclaimed].len())
 
 	// Stale on error: past the TTL with the registry gone, the last answer.
 	now = now.Add(2 * time.Minute)

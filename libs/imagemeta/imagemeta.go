@@ -1,12 +1,19 @@
 // Package imagemeta resolves a function image's digest and entrypoint from
 // its registry with go-containerregistry: Entrypoint, else Cmd, of the
-// linux/amd64 image. Results are cached for a TTL (a tag can move), except
-// for references pinned by digest, which never change. Private registries:
-// credentials from a dockerconfigjson file, and extra CA certificates added
-// to the system roots.
+// linux/amd64 image, and lists a repository's tags. Results are cached for a
+// TTL (a tag can move), except for references pinned by digest, which never
+// change. Private registries: credentials from a dockerconfigjson file, and
+// extra CA certificates added to the system roots.
+//
+// Every registry read is bounded: each answer in bytes (ErrTooLarge), an
+// image lookup's answers together, a tag list in bytes and pages, and the
+// lookups in flight in number (ErrTooManyLookups), with places kept for
+// images a FunctionConfig claims (Claimed). A lookup ends after a minute
+// (ErrLookupTimeout), or once no caller waits for it.
 package imagemeta
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -29,7 +36,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 )
@@ -66,26 +72,68 @@ type Options struct {
 	TTL time.Duration
 	// NegativeTTL is how long "no such image" is remembered (0 = 30 s).
 	NegativeTTL time.Duration
-	// MaxEntries bounds the cache, least recently used first out (0 = 1024).
+	// MaxEntries bounds each part of the metadata cache (claimed images',
+	// the others'), least recently used first out (0 = 1024). So does 8
+	// MiB of their metadata, each part.
 	MaxEntries int
 	// Platform to resolve in multi-platform images (default linux/amd64).
 	Platform v1.Platform
+
+	// MaxManifestSize bounds a manifest, and every registry answer but a
+	// blob's (0 = DefaultMaxManifestSize).
+	MaxManifestSize int64
+	// MaxConfigSize bounds an image's config blob (0 =
+	// DefaultMaxConfigSize): a manifest that declares a larger one is
+	// refused before the blob is asked for.
+	MaxConfigSize int64
+	// MaxTagListSize bounds a tag list's bytes, all pages together (0 =
+	// DefaultMaxTagListSize).
+	MaxTagListSize int64
+	// MaxTagPages bounds a tag list's pages (0 = DefaultMaxTagPages).
+	MaxTagPages int
+	// TagPageSize is the tags asked for a page (0: as many as the registry
+	// gives without asking).
+	TagPageSize int
+	// TagListTTL is how long a repository's tag list is reused (0 =
+	// DefaultTagListTTL).
+	TagListTTL time.Duration
+	// MaxLookups bounds the registry lookups in flight, image metadata and
+	// tag lists together (0 = DefaultMaxLookups). Each runs apart from its
+	// callers for up to a minute, and ends when none waits for it any more;
+	// past the bound, a lookup is not started and the call fails with
+	// ErrTooManyLookups (or, for an image whose metadata expired, gets that
+	// metadata).
+	MaxLookups int
+	// MaxUnclaimedLookups bounds, of MaxLookups, those for images and
+	// repositories not Claimed (0 = half of MaxLookups, at least one; at
+	// most MaxLookups). The rest are kept for claimed ones.
+	MaxUnclaimedLookups int
 }
 
 // Resolver resolves and caches image metadata. Concurrent lookups of one
 // image share one registry request; when the registry fails, an expired
 // entry is served rather than nothing. It is safe for concurrent use.
 type Resolver struct {
-	keychain  authn.Keychain
-	transport http.RoundTripper
-	ttl       time.Duration
-	negTTL    time.Duration
-	platform  v1.Platform
-	now       func() time.Time
-	flight    singleflight.Group
+	keychain authn.Keychain
+	// transport dials registries; every registry request goes through
+	// capped, which bounds the answers.
+	transport   http.RoundTripper
+	ttl         time.Duration
+	negTTL      time.Duration
+	tagTTL      time.Duration
+	platform    v1.Platform
+	maxManifest int64
+	maxConfig   int64
+	maxTagList  int64
+	maxTagPages int
+	tagPageSize int
+	now         func() time.Time
+	flights     *flights
 
-	mu    sync.Mutex
-	cache *lru
+	mu sync.Mutex
+	// cache and tags have a part for each class.
+	cache [classes]*lru[cached]
+	tags  [classes]*lru[tagList]
 
 	lookups  *prometheus.CounterVec
 	registry *prometheus.HistogramVec
@@ -96,22 +144,30 @@ const (
 	resultHit      = "hit"      // fresh metadata from the cache
 	resultNegative = "negative" // "no such image" from the cache
 	resultMiss     = "miss"     // metadata from the registry
-	resultStale    = "stale"    // the registry failed; expired metadata served
+	resultStale    = "stale"    // the registry failed or was not asked (too many lookups); expired metadata served
+	resultRefused  = "refused"  // too many lookups in flight: not asked, nothing cached
 	resultError    = "error"    // an error, from the registry or waiting for it
 )
 
 // New returns a Resolver.
 func New(opts Options) (*Resolver, error) {
+	maxLookups := positive(opts.MaxLookups, DefaultMaxLookups)
 	r := &Resolver{
-		keychain: authn.NewMultiKeychain(), // anonymous
-		ttl:      opts.TTL,
-		negTTL:   opts.NegativeTTL,
-		platform: opts.Platform,
-		now:      time.Now,
-		cache:    newLRU(opts.MaxEntries),
+		keychain:    authn.NewMultiKeychain(), // anonymous
+		ttl:         opts.TTL,
+		negTTL:      opts.NegativeTTL,
+		tagTTL:      positive(opts.TagListTTL, DefaultTagListTTL),
+		platform:    opts.Platform,
+		maxManifest: positive(opts.MaxManifestSize, DefaultMaxManifestSize),
+		maxConfig:   positive(opts.MaxConfigSize, DefaultMaxConfigSize),
+		maxTagList:  positive(opts.MaxTagListSize, DefaultMaxTagListSize),
+		maxTagPages: positive(opts.MaxTagPages, DefaultMaxTagPages),
+		tagPageSize: max(opts.TagPageSize, 0),
+		now:         time.Now,
+		flights:     newFlights(maxLookups, positive(opts.MaxUnclaimedLookups, max(1, maxLookups/2))),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fnrunner_image_metadata_lookups_total",
-			Help: "Image metadata lookups by result: hit (fresh in the cache), negative (cached as not found), miss (asked the registry), stale (the registry failed, an expired entry served), error.",
+			Help: "Image metadata lookups by result: hit (fresh in the cache), negative (cached as not found or over a bound), miss (asked the registry), stale (the registry failed or too many lookups were in flight, an expired entry served), refused (too many lookups in flight, the registry not asked), error.",
 		}, []string{"result"}),
 		registry: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fnrunner_registry_request_duration_seconds",
@@ -119,8 +175,12 @@ func New(opts Options) (*Resolver, error) {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"outcome"}),
 	}
-	for _, res := range []string{resultHit, resultNegative, resultMiss, resultStale, resultError} {
+	for _, res := range []string{resultHit, resultNegative, resultMiss, resultStale, resultRefused, resultError} {
 		r.lookups.WithLabelValues(res)
+	}
+	for c := range classes {
+		r.cache[c] = newLRU(positive(opts.MaxEntries, 1024), metaCacheBytes, cachedCost)
+		r.tags[c] = newLRU(0, tagCacheBytes(r.maxTagList), tagListCost)
 	}
 	if r.ttl <= 0 {
 		r.ttl = 5 * time.Minute
@@ -160,6 +220,19 @@ func New(opts Options) (*Resolver, error) {
 	}
 	r.transport = tr
 	return r, nil
+}
+
+// positive is v, or def when v is not above zero.
+func positive[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// capped is r's transport with every answer bounded.
+func (r *Resolver) capped() http.RoundTripper {
+	return &cappedTransport{next: r.transport, maxBlob: r.maxConfig, maxOther: r.maxManifest}
 }
 
 // registryTransport is go-containerregistry's default transport dialling
@@ -308,12 +381,10 @@ func (r *Resolver) lookup(ctx context.Context, result string) {
 }
 
 // Resolve returns the image's metadata, from the cache while it is fresh.
-func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) {
-	r.mu.Lock()
-	c, ok := r.cache.get(image)
-	r.mu.Unlock()
-	now := r.now()
-	if ok && c.fresh(now) {
+func (r *Resolver) Resolve(ctx context.Context, image string, opts ...LookupOption) (Metadata, error) {
+	cl := classOf(opts)
+	c, ok := r.cached(cl, image)
+	if ok && c.fresh(r.now()) {
 		if c.err != nil {
 			r.lookup(ctx, resultNegative)
 		} else {
@@ -321,57 +392,62 @@ func (r *Resolver) Resolve(ctx context.Context, image string) (Metadata, error) 
 		}
 		return c.meta, c.err
 	}
-	// One registry request per image at a time; the others wait for it,
-	// each no longer than its own context. It runs on a context of its own,
-	// so that one caller giving up does not fail the others.
+	ref, err := name.ParseReference(image, name.StrictValidation)
+	if err != nil {
+		r.lookup(ctx, resultError)
+		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
+	}
+	// One registry lookup per image at a time; the others wait for it,
+	// each no longer than its own context.
 	asked := time.Now()
 	defer func() {
 		trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrRegistrySecs.Float64(time.Since(asked).Seconds()))
 	}()
-	ch := r.flight.DoChan(image, func() (any, error) {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		return r.fetch(fctx, image)
+	val, err := r.flights.do(ctx, "image "+image, cl == claimed, func(fctx context.Context) (any, error) {
+		// A lookup that ended since this caller looked has cached its answer.
+		if c, ok := r.cached(cl, image); ok && c.fresh(r.now()) {
+			return c.meta, c.err
+		}
+		return r.fetch(fctx, cl, image, ref)
 	})
-	var res singleflight.Result
-	select {
-	case res = <-ch:
-	case <-ctx.Done():
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 		r.lookup(ctx, resultError)
-		return Metadata{}, fmt.Errorf("image %q: waiting for the registry: %w", image, ctx.Err())
+		return Metadata{}, fmt.Errorf("image %q: waiting for the registry: %w", image, err)
 	}
-	err := res.Err
 	if err == nil {
 		r.lookup(ctx, resultMiss)
-		return res.Val.(Metadata), nil
+		return val.(Metadata), nil
 	}
 	var re *RegistryError
 	switch {
-	case errors.As(err, &re) && re.NotFound():
-		r.store(image, cached{err: err, expires: r.now().Add(r.negTTL)})
+	case errors.As(err, &re) && re.NotFound(), errors.Is(err, ErrTooLarge):
+		// The registry's answer, the same when asked again soon.
+		r.store(cl, image, cached{err: err, expires: r.now().Add(r.negTTL)})
 	case ok && c.err == nil:
-		// The registry failed (down, throttling): what it said last is
-		// better than nothing.
+		// The registry failed (down, throttling) or was not asked (too
+		// many lookups): what it said last is better than nothing.
 		r.lookup(ctx, resultStale)
 		return c.meta, nil
+	case errors.Is(err, ErrTooManyLookups):
+		r.lookup(ctx, resultRefused)
+		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
 	}
 	r.lookup(ctx, resultError)
 	return Metadata{}, err
 }
 
-func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
-	ref, err := name.ParseReference(image, name.StrictValidation)
-	if err != nil {
-		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
-	}
+// fetch asks the registry for image's metadata, and caches it in cl's part.
+// All the answers of the lookup together are read within imageBudget.
+func (r *Resolver) fetch(ctx context.Context, cl class, image string, ref name.Reference) (Metadata, error) {
+	ctx = withReadBudget(ctx, imageBudget(r.maxManifest, r.maxConfig), "image lookup")
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(r.keychain),
-		remote.WithTransport(r.transport),
+		remote.WithTransport(r.capped()),
 		remote.WithPlatform(r.platform),
 	}
 	start := time.Now()
-	desc, cfg, err := r.get(ref, opts)
+	desc, cfg, err := r.get(ctx, ref, opts)
 	r.observeRegistry(start, err)
 	if err != nil {
 		return Metadata{}, fmt.Errorf("image %q: %w", image, err)
@@ -387,19 +463,40 @@ func (r *Resolver) fetch(ctx context.Context, image string) (Metadata, error) {
 	if _, pinned := ref.(name.Digest); !pinned {
 		entry.expires = r.now().Add(r.ttl)
 	}
-	r.store(image, entry)
+	r.store(cl, image, entry)
 	return meta, nil
 }
 
-// get asks the registry for ref's manifest and config.
-func (r *Resolver) get(ref name.Reference, opts []remote.Option) (*remote.Descriptor, *v1.ConfigFile, error) {
-	desc, err := remote.Get(ref, opts...)
+// get asks the registry for ref's manifest and config: for an index, its
+// image for r.platform's. The config is asked for only when its manifest
+// declares it within r.maxConfig, and go-containerregistry reads no more
+// of it than declared. The descriptor is ref's own (an index's, when it
+// names one): pods pull what ref names.
+func (r *Resolver) get(ctx context.Context, ref name.Reference, opts []remote.Option) (*remote.Descriptor, *v1.ConfigFile, error) {
+	puller, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	desc, err := puller.Get(ctx, ref)
 	if err != nil {
 		return nil, nil, clean(err)
 	}
-	img, err := desc.Image()
+	image := desc
+	if desc.MediaType.IsIndex() {
+		if image, err = r.child(ctx, puller, ref, desc); err != nil {
+			return nil, nil, err
+		}
+	}
+	img, err := image.Image()
 	if err != nil {
 		return nil, nil, clean(err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return nil, nil, clean(err)
+	}
+	if size := m.Config.Size; size > r.maxConfig {
+		return nil, nil, fmt.Errorf("config: %w: the manifest declares %d bytes, more than %d", ErrTooLarge, size, r.maxConfig)
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
@@ -408,30 +505,57 @@ func (r *Resolver) get(ref name.Reference, opts []remote.Option) (*remote.Descri
 	return desc, cfg, nil
 }
 
-// Tags lists the tags of repository (an image without tag or digest) from
-// its registry, through the same dial checks and credentials as Resolve.
-// Not cached: a caller resolving a tag constraint wants the registry's
-// current list.
-func (r *Resolver) Tags(ctx context.Context, repository string) ([]string, error) {
-	repo, err := name.NewRepository(repository, name.StrictValidation)
+// child is the image that index desc (ref's) lists for r.platform: the
+// first whose platform satisfies it, a child without one counting as
+// linux/amd64, as go-containerregistry has it. Only one level is followed:
+// go-containerregistry's Descriptor.Image follows an index within an
+// index without end, a manifest read each, so a child that is an index
+// again is refused.
+func (r *Resolver) child(ctx context.Context, puller *remote.Puller, ref name.Reference, desc *remote.Descriptor) (*remote.Descriptor, error) {
+	index, err := v1.ParseIndexManifest(bytes.NewReader(desc.Manifest))
 	if err != nil {
-		return nil, fmt.Errorf("repository %q: %w", repository, err)
+		return nil, fmt.Errorf("index: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	start := time.Now()
-	tags, err := remote.List(repo, remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain), remote.WithTransport(r.transport))
-	r.observeRegistry(start, err)
-	if err != nil {
-		return nil, fmt.Errorf("repository %q: listing tags: %w", repository, clean(err))
+	for _, m := range index.Manifests {
+		p := v1.Platform{OS: "linux", Architecture: "amd64"}
+		if m.Platform != nil {
+			p = *m.Platform
+		}
+		if !p.Satisfies(r.platform) {
+			continue
+		}
+		if m.MediaType.IsIndex() {
+			return nil, nestedIndex(r.platform)
+		}
+		child, err := puller.Get(ctx, ref.Context().Digest(m.Digest.String()))
+		if err != nil {
+			return nil, clean(err)
+		}
+		if child.MediaType.IsIndex() {
+			return nil, nestedIndex(r.platform)
+		}
+		return child, nil
 	}
-	return tags, nil
+	return nil, fmt.Errorf("index: no image for %s", r.platform)
 }
 
-func (r *Resolver) store(image string, c cached) {
+// nestedIndex is the error of an index whose image for platform is an
+// index again.
+func nestedIndex(platform v1.Platform) error {
+	return fmt.Errorf("index: %w: its image for %s is an index again; one level of index is followed", ErrTooLarge, platform)
+}
+
+// cached is the entry for image in cl's part of the cache, fresh or not.
+func (r *Resolver) cached(cl class, image string) (cached, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cache.put(image, c)
+	return r.cache[cl].get(image)
+}
+
+func (r *Resolver) store(cl class, image string, c cached) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cache[cl].put(image, c)
 }
 
 // dockerConfig is a dockerconfigjson file.

@@ -51,7 +51,7 @@ func TestLookupAndRegistryMetrics(t *testing.T) {
 	}
 	for _, s := range steps {
 		beforeLookups := map[string]float64{}
-		for _, res := range []string{resultHit, resultNegative, resultMiss, resultStale, resultError} {
+		for _, res := range []string{resultHit, resultNegative, resultMiss, resultStale, resultRefused, resultError} {
 			beforeLookups[res] = lookups(res)
 		}
 		beforeOK, beforeErr := requests("ok"), requests("error")
@@ -78,12 +78,13 @@ func TestLookupAndRegistryMetrics(t *testing.T) {
 	promReg := prometheus.NewPedanticRegistry()
 	promReg.MustRegister(r.Collectors()...)
 	require.NoError(t, testutil.GatherAndCompare(promReg, strings.NewReader(`
-# HELP fnrunner_image_metadata_lookups_total Image metadata lookups by result: hit (fresh in the cache), negative (cached as not found), miss (asked the registry), stale (the registry failed, an expired entry served), error.
+# HELP fnrunner_image_metadata_lookups_total Image metadata lookups by result: hit (fresh in the cache), negative (cached as not found or over a bound), miss (asked the registry), stale (the registry failed or too many lookups were in flight, an expired entry served), refused (too many lookups in flight, the registry not asked), error.
 # TYPE fnrunner_image_metadata_lookups_total counter
 fnrunner_image_metadata_lookups_total{result="error"} 2
 fnrunner_image_metadata_lookups_total{result="hit"} 1
 fnrunner_image_metadata_lookups_total{result="miss"} 1
 fnrunner_image_metadata_lookups_total{result="negative"} 1
+fnrunner_image_metadata_lookups_total{result="refused"} 0
 fnrunner_image_metadata_lookups_total{result="stale"} 1
 `), "fnrunner_image_metadata_lookups_total"))
 	assert.Equal(t, 2, testutil.CollectAndCount(r.registry, "fnrunner_registry_request_duration_seconds"), "ok and error")

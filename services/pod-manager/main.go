@@ -79,6 +79,12 @@ type options struct {
 	podReadyTimeout              time.Duration
 	podProbeInterval             time.Duration
 	imageMetadataTTL             time.Duration
+	tagListTTL                   time.Duration
+	maxRegistryLookups           int
+	maxUnclaimedLookups          int
+	maxImageConfigSize           int64
+	maxTagListSize               int64
+	maxTagListPages              int
 	allowedRegistries            []string
 	registryProxy                *url.URL
 	kubeconfig                   string
@@ -156,6 +162,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Func("max-override-memory", "Most memory a FunctionConfig's templateOverrides resources may request or limit a container to (default 2Gi).", quantityFlag(&o.overridePolicy.MaxMemory))
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
+	fs.DurationVar(&o.tagListTTL, "tag-list-ttl", imagemeta.DefaultTagListTTL, "How long a repository's tag list, listed to resolve a call's tag constraint, is reused. Calls that need one list at once share one listing.")
+	fs.IntVar(&o.maxRegistryLookups, "max-registry-lookups", imagemeta.DefaultMaxLookups, fmt.Sprintf("Registry lookups (an image's manifest and config, or a repository's tag list) in flight at once. Each runs up to a minute, shared by the calls that need it, and ends when none of them waits any more; past the bound, a call that needs another is refused at once with ResourceExhausted (an image whose metadata expired gets that). An image's lookup reads at most 2 × %d MiB (an index and a manifest) + --max-image-config-size, all its answers together, pings, tokens and retries too; a tag list's, --max-tag-list-size.", imagemeta.DefaultMaxManifestSize>>20))
+	fs.IntVar(&o.maxUnclaimedLookups, "max-unclaimed-registry-lookups", 0, "Of --max-registry-lookups, the most that images and repositories no FunctionConfig claims for pods may take (0: half, at least 1). The rest are kept for claimed ones, so that callers' images never crowd out porch's.")
+	fs.Int64Var(&o.maxImageConfigSize, "max-image-config-size", imagemeta.DefaultMaxConfigSize, "Largest image config blob read, in bytes. An image whose manifest declares a larger one is refused with ResourceExhausted before the config is asked for.")
+	fs.Int64Var(&o.maxTagListSize, "max-tag-list-size", imagemeta.DefaultMaxTagListSize, "Largest repository tag list read, in bytes, all its pages together; a call whose tag constraint needs a larger one is refused with ResourceExhausted.")
+	fs.IntVar(&o.maxTagListPages, "max-tag-list-pages", imagemeta.DefaultMaxTagPages, "Most pages of one repository's tag list followed; a call whose tag constraint needs more is refused with ResourceExhausted.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: in-cluster configuration, then $KUBECONFIG, then ~/.kube/config.")
 	fs.StringVar(&o.owner, "owner", firstNonEmpty(os.Getenv("POD_NAME"), host), "This replica's identity, a label on the pods it owns (default $POD_NAME, else the host name).")
 	fs.DurationVar(&o.ownerLease, "owner-lease-duration", 40*time.Second, "Each replica renews a Lease (fnrunner-pod-manager-<owner>, in the pods' namespace) every quarter of this; the pods and Services of a replica whose Lease went unrenewed this long (a replica removed for good) are deleted by the others. A replica that restarts within it adopts its own pods. 0 = no Lease and no such deletion.")
@@ -166,6 +178,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if o.wrapperServerImage == "" {
 		return nil, grpcserving.FlagError(errors.New("the wrapper-server image is required: set WRAPPER_SERVER_IMAGE (as porch's Deployment does) or --wrapper-server-image; function pods copy the wrapper-server from it"))
+	}
+	for _, b := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--tag-list-ttl", int64(o.tagListTTL)}, {"--max-registry-lookups", int64(o.maxRegistryLookups)},
+		{"--max-image-config-size", o.maxImageConfigSize}, {"--max-tag-list-size", o.maxTagListSize}, {"--max-tag-list-pages", int64(o.maxTagListPages)},
+	} {
+		if b.v <= 0 {
+			return nil, grpcserving.FlagError(fmt.Errorf("%s must be above 0", b.flag))
+		}
+	}
+	if o.maxUnclaimedLookups < 0 || o.maxUnclaimedLookups > o.maxRegistryLookups {
+		return nil, grpcserving.FlagError(fmt.Errorf("--max-unclaimed-registry-lookups must be between 0 and --max-registry-lookups (%d)", o.maxRegistryLookups))
 	}
 	if a := kube.Addressing(o.podAddress); a != kube.ServiceDNS && a != kube.PodIP {
 		return nil, grpcserving.FlagError(fmt.Errorf("--pod-address %q: want service-dns or pod-ip", o.podAddress))
@@ -218,6 +244,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return grpcserving.FlagError(err)
 	}
 	log := o.common.Logger(stderr, "pod-manager")
+	// Past its container's limit the kubelet kills the service with
+	// every call in flight: what admission and the transport may hold
+	// must fit it.
+	if err := o.admission.FitContainer(o.common.Held(o.maxRequestBodySize) + admission.RuntimeHeadroom); err != nil {
+		return grpcserving.FlagError(err)
+	}
 	tel, err := telemetry.Setup(ctx, "pod-manager")
 	if err != nil {
 		return err
@@ -245,7 +277,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var current atomic.Pointer[templates.Templates]
 	current.Store(tpl)
 
-	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy}
+	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy,
+		TagListTTL: o.tagListTTL, MaxLookups: o.maxRegistryLookups, MaxUnclaimedLookups: o.maxUnclaimedLookups, MaxConfigSize: o.maxImageConfigSize,
+		MaxTagListSize: o.maxTagListSize, MaxTagPages: o.maxTagListPages}
 	pullSecret := ""
 	if o.enablePrivateRegistries {
 		metaOpts.DockerConfigPath = o.registryAuthSecretPath
@@ -320,6 +354,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		OverrideServiceAccounts:     o.overrideServiceAccounts,
 		DenyOverrideSecurityContext: !o.allowOverrideSecurityContext,
 		OverridePolicy:              o.overridePolicy,
+		MaxRegistryLookups:          o.maxRegistryLookups,
 	})
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)

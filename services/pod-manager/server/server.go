@@ -40,11 +40,13 @@ type Tables interface {
 	Await(ctx context.Context, max time.Duration) *executortable.Tables
 }
 
-// Resolver gives image metadata; *imagemeta.Resolver implements it.
+// Resolver gives image metadata; *imagemeta.Resolver implements it. The
+// server passes imagemeta.Claimed for images and repositories a
+// FunctionConfig claims for pods.
 type Resolver interface {
-	Resolve(ctx context.Context, image string) (imagemeta.Metadata, error)
+	Resolve(ctx context.Context, image string, opts ...imagemeta.LookupOption) (imagemeta.Metadata, error)
 	// Tags lists a repository's tags, for a tag constraint to resolve.
-	Tags(ctx context.Context, repository string) ([]string, error)
+	Tags(ctx context.Context, repository string, opts ...imagemeta.LookupOption) ([]string, error)
 }
 
 // Cache leases pods; *podcache.Cache implements it.
@@ -88,6 +90,10 @@ type Options struct {
 	// OverridePolicy bounds the Secrets, ConfigMaps and resources
 	// templateOverrides may put in a pod (the zero Policy: none).
 	OverridePolicy templatemerge.Policy
+	// MaxRegistryLookups is the resolver's bound on registry lookups in
+	// flight (--max-registry-lookups; 0: imagemeta.DefaultMaxLookups).
+	// WarmUp takes at most warmUpLookups of them.
+	MaxRegistryLookups int
 }
 
 // Server implements evalwire.Server.
@@ -166,6 +172,19 @@ func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire
 // FunctionConfig asks for.
 var errNotAllowed = errors.New("not allowed")
 
+// checkUnclaimed refuses image (ref, parsed) when no FunctionConfig claims
+// it for pods, unless unclaimed images run and ref is under
+// --allowed-unclaimed-images.
+func (o Options) checkUnclaimed(image string, ref imagematch.Reference) error {
+	if !o.RunUnclaimed {
+		return &notClaimedError{image: image}
+	}
+	if !o.unclaimedAllowed(ref) {
+		return fmt.Errorf("function %q: %w: unclaimed images must be under --allowed-unclaimed-images %v", image, errNotAllowed, o.UnclaimedPrefixes)
+	}
+	return nil
+}
+
 // unclaimedAllowed: ref may run in a pod without a FunctionConfig.
 func (o Options) unclaimedAllowed(ref imagematch.Reference) bool {
 	if len(o.UnclaimedPrefixes) == 0 {
@@ -201,6 +220,10 @@ func toStatus(err error) error {
 	}
 	code := codes.Unavailable
 	switch {
+	case errors.Is(err, imagemeta.ErrLookupTimeout):
+		// The registry's slowness, not the call's deadline (the lookup's
+		// error wraps its own DeadlineExceeded too).
+		code = codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
@@ -213,6 +236,10 @@ func toStatus(err error) error {
 		code = codes.FailedPrecondition
 	case errors.Is(err, imagemeta.ErrForbiddenAddress), errors.Is(err, errNotAllowed):
 		code = codes.PermissionDenied
+	case errors.Is(err, imagemeta.ErrTooManyLookups):
+		return status.Errorf(codes.ResourceExhausted, "%v (--max-registry-lookups, --max-unclaimed-registry-lookups); the function was not run", err)
+	case errors.Is(err, imagemeta.ErrTooLarge):
+		return status.Errorf(codes.ResourceExhausted, "%v; the function was not run", err)
 	case errors.As(err, &regErr) && regErr.NotFound():
 		code = codes.NotFound
 	case errors.As(err, &regErr) && regErr.Denied():
@@ -227,7 +254,9 @@ func toStatus(err error) error {
 // withRegistryTag resolves a tag field (porch after April 2026: an image
 // without tag, and an exact tag or a semver constraint) against the tags the
 // image's registry lists, as porch's pod evaluator does: the highest version
-// that satisfies the constraint.
+// that satisfies the constraint. The registry is asked only for a
+// repository the call may run from: one a FunctionConfig claims for pods,
+// or one unclaimed images may come from.
 func (s *Server) withRegistryTag(ctx context.Context, image, tag string) (string, error) {
 	tables := s.tables.Await(ctx, tableWait)
 	if tables == nil {
@@ -240,7 +269,13 @@ func (s *Server) withRegistryTag(ctx context.Context, image, tag string) (string
 	if err != nil {
 		return "", fmt.Errorf("function %q: %w", image, err)
 	}
-	tags, err := s.resolver.Tags(ctx, ref.Repository())
+	var lookup []imagemeta.LookupOption
+	if tables.ClaimsRepository(executortable.Pod, ref) {
+		lookup = append(lookup, imagemeta.Claimed())
+	} else if err := s.opts.checkUnclaimed(image, ref); err != nil {
+		return "", err
+	}
+	tags, err := s.resolver.Tags(ctx, ref.Repository(), lookup...)
 	if err != nil {
 		return "", fmt.Errorf("function %q: resolving tag %q: %w", image, tag, err)
 	}
@@ -253,31 +288,43 @@ func (s *Server) withRegistryTag(ctx context.Context, image, tag string) (string
 
 // lease finds (or starts) a pod for image.
 func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, error) {
-	tables := s.tables.Await(ctx, tableWait)
-	if tables == nil {
-		return nil, sendonce.NotSent("pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
-	}
-	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
+	f, err := s.function(ctx, image)
 	if err != nil {
 		return nil, err
 	}
-	fc, claimed := tables.Lookup(executortable.Pod, ref)
-	if !claimed && !s.opts.RunUnclaimed {
-		return nil, &notClaimedError{image: image}
+	return s.acquire(ctx, image, f)
+}
+
+// function is what the pod cache needs to find (or start) a pod for
+// image: its settings and its metadata, from the registry. It is the only
+// part of a lease that asks the registry anything.
+func (s *Server) function(ctx context.Context, image string) (podcache.Function, error) {
+	tables := s.tables.Await(ctx, tableWait)
+	if tables == nil {
+		return podcache.Function{}, sendonce.NotSent("pod-manager has no executor table yet (is the config-reconciler reachable?); the function was not run")
 	}
-	if !claimed && !s.opts.unclaimedAllowed(ref) {
-		return nil, fmt.Errorf("function %q: %w: unclaimed images must be under --allowed-unclaimed-images %v", image, errNotAllowed, s.opts.UnclaimedPrefixes)
+	ref, err := imagematch.Parse(image, tables.DefaultPrefix)
+	if err != nil {
+		return podcache.Function{}, err
+	}
+	// Before anything is asked of the registry.
+	fc, claimed := tables.Lookup(executortable.Pod, ref)
+	var lookup []imagemeta.LookupOption
+	if claimed {
+		lookup = append(lookup, imagemeta.Claimed())
+	} else if err := s.opts.checkUnclaimed(image, ref); err != nil {
+		return podcache.Function{}, err
 	}
 	settings, err := s.settings.of(tables, fc, s.opts)
 	if err != nil {
-		return nil, fmt.Errorf("function %q: %w", image, err)
+		return podcache.Function{}, fmt.Errorf("function %q: %w", image, err)
 	}
 	mctx, span := telemetry.Start(ctx, "image metadata", telemetry.AttrImage.String(ref.String()))
-	meta, err := s.resolver.Resolve(mctx, ref.String())
+	meta, err := s.resolver.Resolve(mctx, ref.String(), lookup...)
 	// The span records the code the call will be answered with.
 	telemetry.End(span, toStatus(err))
 	if err != nil {
-		return nil, fmt.Errorf("function %q: resolving the image: %w", image, err)
+		return podcache.Function{}, fmt.Errorf("function %q: resolving the image: %w", image, err)
 	}
 	spec := &kube.Spec{
 		Function:   ref,
@@ -292,8 +339,12 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 	f.Key = podcache.Key{Image: spec.Image, TemplateVersion: spec.Templates.Version(), Overrides: settings.overridesHash}
 	// The pods' metrics name the function as the table does ("": other).
 	f.Label, _ = tables.FunctionName(ref)
+	return f, nil
+}
 
-	actx, span := telemetry.Start(ctx, "pod acquire", telemetry.AttrImage.String(spec.Image))
+// acquire leases a pod of f, image's.
+func (s *Server) acquire(ctx context.Context, image string, f podcache.Function) (*podcache.Lease, error) {
+	actx, span := telemetry.Start(ctx, "pod acquire", telemetry.AttrImage.String(f.Key.Image))
 	lease, err := s.cache.Acquire(actx, f)
 	if err == nil {
 		span.SetAttributes(telemetry.AttrPod.String(lease.Pod), telemetry.AttrPodCold.Bool(lease.Cold))
@@ -315,29 +366,54 @@ func (s *Server) lease(ctx context.Context, image string) (*podcache.Lease, erro
 
 // WarmUp starts one pod for every FunctionConfig with podExecutor tags, for
 // its first exact tag under its first prefix (as porch does). Call it once
-// the first executor table arrived, never before.
+// the first executor table arrived, never before. Its images are looked up
+// a few at a time, whether their lookups succeed or not; their pods start
+// all at once.
 func (s *Server) WarmUp(ctx context.Context, log *slog.Logger, timeout time.Duration) {
 	tables := s.tables.Tables()
 	if tables == nil {
 		return
 	}
+	slots := make(chan struct{}, min(warmUpLookups, positive(s.opts.MaxRegistryLookups, imagemeta.DefaultMaxLookups)))
 	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, image := range warmUpImages(tables) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			lease, err := s.lease(cctx, image)
+			f, err := s.function(cctx, image)
+			<-slots
+			if err != nil {
+				log.Warn("warm-up failed", "image", image, "error", err)
+				return
+			}
+			lease, err := s.acquire(cctx, image, f)
 			if err != nil {
 				log.Warn("warm-up failed", "image", image, "error", err)
 				return
 			}
 			lease.Release()
 			log.Info("warmed up", "image", image, "pod", lease.Pod)
-		}()
+		})
 	}
-	wg.Wait()
+}
+
+// warmUpLookups bounds the image lookups WarmUp runs at once (or
+// --max-registry-lookups, when lower): a lookup past that bound is
+// refused, not queued, and calls arriving meanwhile need the rest.
+const warmUpLookups = 4
+
+// positive is v, or def when v is not above zero.
+func positive(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // warmUpImages are the images WarmUp starts pods for.

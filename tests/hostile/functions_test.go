@@ -55,7 +55,7 @@ func replacements(value string, n, copies int) string {
 }
 
 // scrape reads one gauge from a /metrics endpoint.
-func scrape(t *testing.T, address, name string) float64 {
+func scrape(t testing.TB, address, name string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + address + "/metrics")
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func scrape(t *testing.T, address, name string) float64 {
 
 // functionProcesses are the processes below pid other than sandbox
 // helpers (warm ones wait for calls there): a call's work.
-func functionProcesses(t *testing.T, pid int) []string {
+func functionProcesses(t testing.TB, pid int) []string {
 	t.Helper()
 	below, err := proctree.Tree{}.Descendants(pid)
 	require.NoError(t, err)
@@ -92,15 +92,10 @@ func functionProcesses(t *testing.T, pid int) []string {
 	return out
 }
 
-// Functions made to use far more than their input, on the binary-runner
-// run as deploy/ runs it (the sandbox layers a non-root container gets:
-// base and landlock; no cgroup of its own for a call) with its budgets
-// scaled into a memory cgroup: each passes when the binary-runner was
-// never killed, stayed inside its cgroup, answered the attack with the
-// code it must, and answered a porch client calling beside the attack,
-// and ordinary calls after it. A call past its deadline leaves neither
-// weight nor work behind once it is answered.
-func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
+// startRunnerInCgroup starts the stack with the binary-runner in a memory
+// cgroup of runnerLimit, its budgets scaled into it, serving metrics at
+// the address it returns.
+func startRunnerInCgroup(t testing.TB) (*world, memoryCgroup, string) {
 	cg := newMemoryCgroup(t, runnerLimit)
 	metrics, err := localstack.FreeAddress()
 	require.NoError(t, err)
@@ -110,7 +105,22 @@ func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
 		"--metrics-address="+metrics)
 	require.Contains(t, strings.Fields(cg.read(t, "cgroup.procs")), strconv.Itoa(w.pids["binary-runner"]), "the binary-runner is not in its cgroup")
 	t.Logf("binary-runner at rest: %d MiB", cg.peak(t)>>20)
+	return w, cg, metrics
+}
 
+// functionAttack is a call of a function made to use far more than its
+// input, and how it must end: code, and a message matching message.
+type functionAttack struct {
+	name     string
+	image    string
+	input    string
+	deadline time.Duration
+	code     codes.Code
+	message  string
+}
+
+// functionAttacks are the calls made to use far more than their input.
+func functionAttacks() []functionAttack {
 	var refs strings.Builder
 	refs.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n  data:\n")
 	for i := range 3000 {
@@ -118,14 +128,7 @@ func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
 	}
 	refs.WriteString("functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: f\n  data:\n    big: " + strings.Repeat("v", 20000) + "\n")
 
-	attacks := []struct {
-		name     string
-		image    string
-		input    string
-		deadline time.Duration
-		code     codes.Code
-		message  string
-	}{
+	return []functionAttack{
 		{"apply-setters: one value, 3,000 references", "apply-setters:v0.2.2", refs.String(), time.Minute,
 			codes.ResourceExhausted, `over the call's bound of \d+ MiB|exceeds the message size limit`},
 		// The function matches the field's value against a regular
@@ -141,7 +144,19 @@ func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
 		{"apply-replacements: work past its deadline", "apply-replacements:v0.1.5", replacements("v", 1000, 1500), 2 * time.Second,
 			codes.DeadlineExceeded, ""},
 	}
-	for _, a := range attacks {
+}
+
+// Functions made to use far more than their input, on the binary-runner
+// run as deploy/ runs it (the sandbox layers a non-root container gets:
+// base and landlock; no cgroup of its own for a call) with its budgets
+// scaled into a memory cgroup: each passes when the binary-runner was
+// never killed, stayed inside its cgroup, answered the attack with the
+// code it must, and answered a porch client calling beside the attack,
+// and ordinary calls after it. A call past its deadline leaves neither
+// weight nor work behind once it is answered.
+func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
+	w, cg, metrics := startRunnerInCgroup(t)
+	for _, a := range functionAttacks() {
 		t.Run(a.name, func(t *testing.T) {
 			require.Less(t, len(a.input), 400<<10, "the attack is a small request")
 			stop := porchBeside(t, w)

@@ -123,17 +123,17 @@ type world struct {
 	allowedURL string
 }
 
-func start(t *testing.T) *world { return startWith(t, "", "--sandbox=base,landlock,uid") }
+func start(t testing.TB) *world { return startWith(t, "", "--sandbox=base,landlock,uid") }
 
 // startWith starts the stack with runner as the binary-runner ("" for the
 // real one) and args (its --sandbox flag first) added to its flags.
-func startWith(t *testing.T, runner string, args ...string) *world {
+func startWith(t testing.TB, runner string, args ...string) *world {
 	return startStack(t, "", nil, runner, args...)
 }
 
 // startStack is startWith with gateway run instead of the gateway ("" for
 // the real one) and gatewayArgs added to its flags.
-func startStack(t *testing.T, gateway string, gatewayArgs []string, runner string, args ...string) *world {
+func startStack(t testing.TB, gateway string, gatewayArgs []string, runner string, args ...string) *world {
 	// Function binaries and the calls' temp dirs where every call's uid
 	// reaches them (Bazel's temp dir is below root's private home).
 	root, err := os.MkdirTemp("/tmp", "hostile-")
@@ -209,7 +209,7 @@ func (w *world) call(image, rl string, deadline time.Duration) (*pb.EvaluateFunc
 }
 
 // ordinary calls, through the go and the binary executor, must succeed.
-func (w *world) ordinary(t *testing.T, n int) {
+func (w *world) ordinary(t testing.TB, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		for _, image := range []string{"set-namespace:v0.4.5", "starlark:v0.5.5"} {
@@ -226,7 +226,7 @@ func (w *world) ordinary(t *testing.T, n int) {
 // serving checks that the gateway still serves and no service was
 // restarted (the internal ones speak mutual TLS; the ordinary calls after
 // each case show that they serve).
-func (w *world) serving(t *testing.T) {
+func (w *world) serving(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -249,7 +249,7 @@ type hostileCase struct {
 	orCode  codes.Code
 	message string // a regexp the status message matches
 	// after checks more, given the response (nil unless OK).
-	after func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse)
+	after func(t testing.TB, w *world, resp *pb.EvaluateFunctionResponse)
 	// exhausting cases also run while ordinary calls go on.
 	exhausting bool
 }
@@ -266,7 +266,7 @@ func cases(w *world) []hostileCase {
 		// pages) or its deadline ends it, whichever comes first.
 		{name: "fork bomb", image: "example.com/hostile/fork-bomb:v1", input: input(nil), deadline: 5 * time.Second,
 			code: codes.DeadlineExceeded, orCode: codes.ResourceExhausted, exhausting: true,
-			after: func(t *testing.T, w *world, _ *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, w *world, _ *pb.EvaluateFunctionResponse) {
 				assert.Eventually(t, func() bool { return len(processesOfUIDs(t, 3200000, 3200100)) == 0 }, 10*time.Second, 50*time.Millisecond,
 					"processes of the fork bomb's call outlived it")
 			}},
@@ -283,7 +283,7 @@ func cases(w *world) []hostileCase {
 		{name: "upstream starlark v0.3.0", image: "example.com/hostile/starlark-v0.3.0:v1",
 			input:    starlark("ctx.resource_list['items'].append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'from-v0.3.0'}})"),
 			deadline: 30 * time.Second, code: codes.OK,
-			after: func(t *testing.T, _ *world, resp *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, _ *world, resp *pb.EvaluateFunctionResponse) {
 				assert.Contains(t, string(resp.GetResourceList()), "name: from-v0.3.0")
 			}},
 		{name: "temp dir fill", image: "example.com/hostile/fill-temp:v1", input: input(nil), deadline: 30 * time.Second,
@@ -292,7 +292,7 @@ func cases(w *world) []hostileCase {
 			code: codes.DeadlineExceeded, exhausting: true},
 		{name: "setsid escapee", image: "example.com/hostile/escapee:v1", input: input(nil), deadline: 30 * time.Second,
 			code: codes.OK,
-			after: func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, w *world, resp *pb.EvaluateFunctionResponse) {
 				m := regexp.MustCompile(`escapee (\d+)`).FindStringSubmatch(string(resp.GetLog()))
 				require.Len(t, m, 2, "log: %s", resp.GetLog())
 				pid, _ := strconv.Atoi(m[1])
@@ -317,13 +317,13 @@ func cases(w *world) []hostileCase {
 		{name: "starlark http to loopback", image: "starlark:v0.5.5",
 			input:    starlark(fmt.Sprintf("load('http.star', 'http')\nhttp.get('http://%s/')", w.listener.Addr())),
 			deadline: 30 * time.Second, code: codes.Internal, message: `host not allowed`,
-			after: func(t *testing.T, w *world, _ *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, w *world, _ *pb.EvaluateFunctionResponse) {
 				assert.Empty(t, w.accepted, "starlark reached the loopback listener")
 			}},
 		{name: "starlark http to an allowed host", image: "starlark:v0.5.5",
 			input:    starlark(fmt.Sprintf("load('http.star', 'http')\nctx.resource_list['items'].append({'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': {'name': 'got'}, 'data': {'body': http.get('%s').body()}})", w.allowedURL)),
 			deadline: 30 * time.Second, code: codes.OK,
-			after: func(t *testing.T, _ *world, resp *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, _ *world, resp *pb.EvaluateFunctionResponse) {
 				assert.Contains(t, string(resp.GetResourceList()), "hello from the allowed host")
 			}},
 		{name: "starlark 1 GiB string", image: "starlark:v0.5.5", input: starlark("s = 'x' * (1 << 30)\nt = s + s + s + s + s"), deadline: time.Minute,
@@ -334,7 +334,7 @@ func cases(w *world) []hostileCase {
 		// kyaml keeps aliases as they are: the bomb never expands.
 		{name: "YAML alias bomb (go executor)", image: "set-namespace:v0.4.5", input: aliasBomb(), deadline: 30 * time.Second,
 			code: codes.OK,
-			after: func(t *testing.T, w *world, resp *pb.EvaluateFunctionResponse) {
+			after: func(t testing.TB, w *world, resp *pb.EvaluateFunctionResponse) {
 				assert.Less(t, len(resp.GetResourceList()), 64<<10, "the aliases were expanded")
 			}},
 		{name: "YAML alias bomb (binary executor)", image: "example.com/hostile/cat:v1", input: aliasBomb(), deadline: 30 * time.Second,
@@ -509,7 +509,7 @@ wait $child
 
 // pidOne finds the binary-runner the wrapper started: the child of its
 // unshare, PID 1 of its own namespace.
-func pidOne(t *testing.T, w *world) int {
+func pidOne(t testing.TB, w *world) int {
 	t.Helper()
 	wrapper, err := w.s.Pid("binary-runner")
 	require.NoError(t, err)
@@ -523,7 +523,7 @@ func pidOne(t *testing.T, w *world) int {
 }
 
 // childrenOf lists the processes whose parent is ppid.
-func childrenOf(t *testing.T, ppid int) []int {
+func childrenOf(t testing.TB, ppid int) []int {
 	t.Helper()
 	return pids(procstat.List(func(p procstat.Process) bool { return p.PPID == ppid }))
 }
@@ -541,7 +541,7 @@ func pids(ps []procstat.Process) []int {
 // helpers that wait for a call: idle (--sandbox-warm-helpers, 4) or with
 // a function's process started ahead of its call
 // (--sandbox-prestarted-functions, 4) below them.
-func othersInNamespace(t *testing.T, pid1 int) []string {
+func othersInNamespace(t testing.TB, pid1 int) []string {
 	t.Helper()
 	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid1) + "/ns/pid")
 	require.NoError(t, err)
@@ -647,7 +647,7 @@ func deepNesting() string {
 }
 
 // processesOfUIDs lists the pids whose owner is in [from, to).
-func processesOfUIDs(t *testing.T, from, to int) []int {
+func processesOfUIDs(t testing.TB, from, to int) []int {
 	t.Helper()
 	return pids(procstat.List(func(p procstat.Process) bool { return p.UID >= from && p.UID < to }))
 }

@@ -37,12 +37,12 @@ const (
 // the wrapper Exec writes), so that its peak counts all it holds.
 type memoryCgroup struct{ dir string }
 
-func newMemoryCgroup(t *testing.T, limit int64) memoryCgroup {
+func newMemoryCgroup(t testing.TB, limit int64) memoryCgroup {
 	t.Helper()
 	harness.NeedRoot(t, "the gateway under a memory cgroup")
 	harness.NeedCgroupV1(t, "the gateway under a cgroup v1 memory cgroup")
-	dir := filepath.Join("/sys/fs/cgroup/memory", fmt.Sprintf("fnrunner-hostile-%d", os.Getpid()))
-	require.NoError(t, os.Mkdir(dir, 0o755))
+	dir, err := os.MkdirTemp("/sys/fs/cgroup/memory", "fnrunner-hostile-")
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Anything left is moved to the parent before the cgroup goes.
 		if procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
@@ -59,7 +59,7 @@ func newMemoryCgroup(t *testing.T, limit int64) memoryCgroup {
 
 // Exec writes a script that joins the cgroup and then runs bin, and
 // returns its path.
-func (c memoryCgroup) Exec(t *testing.T, bin string) string {
+func (c memoryCgroup) Exec(t testing.TB, bin string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), filepath.Base(bin))
 	script := fmt.Sprintf("#!/bin/sh\necho $$ > %s/cgroup.procs || exit 1\nexec %s \"$@\"\n", c.dir, bin)
@@ -67,12 +67,12 @@ func (c memoryCgroup) Exec(t *testing.T, bin string) string {
 	return p
 }
 
-func (c memoryCgroup) write(t *testing.T, file, value string) {
+func (c memoryCgroup) write(t testing.TB, file, value string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(c.dir, file), []byte(value), 0o644), file)
 }
 
-func (c memoryCgroup) read(t *testing.T, file string) string {
+func (c memoryCgroup) read(t testing.TB, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(c.dir, file))
 	require.NoError(t, err, file)
@@ -80,7 +80,7 @@ func (c memoryCgroup) read(t *testing.T, file string) string {
 }
 
 // peak is the cgroup's peak charge since the last reset, and resets it.
-func (c memoryCgroup) peak(t *testing.T) int64 {
+func (c memoryCgroup) peak(t testing.TB) int64 {
 	t.Helper()
 	n, err := strconv.ParseInt(c.read(t, "memory.max_usage_in_bytes"), 10, 64)
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func (c memoryCgroup) peak(t *testing.T) int64 {
 }
 
 // oomKills is how many of the cgroup's processes the kernel killed.
-func (c memoryCgroup) oomKills(t *testing.T) string {
+func (c memoryCgroup) oomKills(t testing.TB) string {
 	t.Helper()
 	for _, line := range strings.Split(c.read(t, "memory.oom_control"), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
@@ -100,7 +100,7 @@ func (c memoryCgroup) oomKills(t *testing.T) string {
 }
 
 // evaluateRequest is an EvaluateFunctionRequest as a gRPC message frame.
-func evaluateRequest(t *testing.T, image string, rl []byte) []byte {
+func evaluateRequest(t testing.TB, image string, rl []byte) []byte {
 	t.Helper()
 	b, err := proto.Marshal(&pb.EvaluateFunctionRequest{Image: image, ResourceList: rl})
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func evaluateRequest(t *testing.T, image string, rl []byte) []byte {
 // porchBeside calls the gateway as porch would, one small call after
 // another, until the returned stop is called; stop reports the calls made
 // and those that failed.
-func porchBeside(t *testing.T, w *world) (stop func() (calls, failed int64)) {
+func porchBeside(t testing.TB, w *world) (stop func() (calls, failed int64)) {
 	var n, bad atomic.Int64
 	var last atomic.Value
 	done := make(chan struct{})
@@ -149,6 +149,27 @@ func porchBeside(t *testing.T, w *world) (stop func() (calls, failed int64)) {
 // cgroup, and answered a porch client calling beside the attack, and
 // ordinary calls after it.
 func TestTransportAttacksOnTheGateway(t *testing.T) {
+	w, cg := startGatewayInCgroup(t)
+	for _, a := range transportAttacks(w) {
+		t.Run(a.name, func(t *testing.T) {
+			stop := porchBeside(t, w)
+			a.run(t)
+			calls, failed := stop()
+			peak := cg.peak(t)
+			t.Logf("gateway peak %d MiB of %d MiB; porch beside: %d calls, %d failed", peak>>20, gatewayLimit>>20, calls, failed)
+			assert.Zero(t, failed, "porch's calls beside the attack")
+			assert.NotZero(t, calls)
+			assert.Equal(t, "0", cg.oomKills(t), "the gateway was OOM-killed")
+			assert.Less(t, peak, int64(gatewayLimit), "the gateway reached its cgroup's limit")
+			w.serving(t)
+			w.ordinary(t, 2)
+		})
+	}
+}
+
+// startGatewayInCgroup starts the stack with the gateway in a memory
+// cgroup of gatewayLimit, its budgets scaled into it.
+func startGatewayInCgroup(t testing.TB) (*world, memoryCgroup) {
 	cg := newMemoryCgroup(t, gatewayLimit)
 	w := startStack(t, cg.Exec(t, harness.Binary(t, "FNRUNNER_GATEWAY")), []string{
 		fmt.Sprintf("--max-in-flight-bytes=%d", scaledInFlight),
@@ -158,14 +179,24 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 	}, "", "--sandbox=base,landlock,uid")
 	require.Contains(t, strings.Fields(cg.read(t, "cgroup.procs")), strconv.Itoa(w.pids["gateway"]), "the gateway is not in its cgroup")
 	t.Logf("gateway at rest: %d MiB", cg.peak(t)>>20)
+	return w, cg
+}
+
+// transportAttack is an attack below gRPC on w's gateway: run returns when
+// the gateway has dealt with it (ended its streams or closed its
+// connections).
+type transportAttack struct {
+	name string
+	run  func(t testing.TB)
+}
+
+// transportAttacks are the attacks on w's gateway.
+func transportAttacks(w *world) []transportAttack {
 	small := []byte(input(map[string]string{"namespace": "attacked"}))
 	large := []byte(largeList(1 << 20))
 
-	attacks := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"HPACK-amplified metadata on 128 streams", func(t *testing.T) {
+	return []transportAttack{
+		{"HPACK-amplified metadata on 128 streams", func(t testing.TB) {
 			raw := h2raw.Dial(t, w.s.GatewayAddress, "127.0.0.2")
 			field := hpack.HeaderField{Name: "x-pad-bin", Value: strings.Repeat("QUFB", 1000)}
 			refs := make([]hpack.HeaderField, 3000) // ~12 MiB decoded a stream
@@ -182,7 +213,7 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 				}
 			}
 		}},
-		{"unfinished requests on 1,024 streams over 4 connections", func(t *testing.T) {
+		{"unfinished requests on 1,024 streams over 4 connections", func(t testing.TB) {
 			head := evaluateRequest(t, "set-namespace:v0.4.5", bytes.Repeat([]byte("a"), 6<<20-1024))[:60<<10]
 			var conns []*h2raw.Conn
 			var ids [][]uint32
@@ -204,7 +235,7 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 				}
 			}
 		}},
-		{"64 large answers behind a shut receive window", func(t *testing.T) {
+		{"64 large answers behind a shut receive window", func(t testing.TB) {
 			raw := h2raw.Dial(t, w.s.GatewayAddress, "127.0.0.4", http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 			req := evaluateRequest(t, "set-namespace:v0.4.5", large)
 			var wg sync.WaitGroup
@@ -220,7 +251,7 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 				t.Fatal("the connection that takes no answer was not closed")
 			}
 		}},
-		{"20,000 streams reset as they open", func(t *testing.T) {
+		{"20,000 streams reset as they open", func(t testing.TB) {
 			raw := h2raw.Dial(t, w.s.GatewayAddress, "127.0.0.5")
 			for range 20000 {
 				if raw.Closed() {
@@ -231,7 +262,7 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 				raw.Reset(id)
 			}
 		}},
-		{"300 connections from one peer", func(t *testing.T) {
+		{"300 connections from one peer", func(t testing.TB) {
 			var conns []*h2raw.Conn
 			for range 300 {
 				conns = append(conns, h2raw.Dial(t, w.s.GatewayAddress, "127.0.0.6"))
@@ -246,21 +277,6 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 				return closed >= 300-64
 			})
 		}},
-	}
-	for _, a := range attacks {
-		t.Run(a.name, func(t *testing.T) {
-			stop := porchBeside(t, w)
-			a.run(t)
-			calls, failed := stop()
-			peak := cg.peak(t)
-			t.Logf("gateway peak %d MiB of %d MiB; porch beside: %d calls, %d failed", peak>>20, gatewayLimit>>20, calls, failed)
-			assert.Zero(t, failed, "porch's calls beside the attack")
-			assert.NotZero(t, calls)
-			assert.Equal(t, "0", cg.oomKills(t), "the gateway was OOM-killed")
-			assert.Less(t, peak, int64(gatewayLimit), "the gateway reached its cgroup's limit")
-			w.serving(t)
-			w.ordinary(t, 2)
-		})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,7 +204,7 @@ func BenchmarkMatrix(b *testing.B) {
 		}
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "Measured %s on %s; calls per row as the n column says.\n\n", time.Now().UTC().Format("2006-01-02"), machine())
+	fmt.Fprintf(&table, "Measured %s on %s; calls per row as the n column says.\n\n", time.Now().UTC().Format("2006-01-02"), report.Machine())
 	if err := report.Markdown(&table, ordered); err != nil {
 		b.Fatal(err)
 	}
@@ -279,20 +278,6 @@ func podRows(ctx context.Context, b *testing.B, inputs map[string]map[string][]b
 	}
 }
 
-// machine describes the CPU the numbers come from.
-func machine() string {
-	cpu := "unknown CPU"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %d CPUs", cpu, runtime.NumCPU())
-}
-
 // BenchmarkMemory prints the peak RSS of the gateway and the binary-runner
 // while one 64 MiB ResourceList goes through set-namespace, with the message
 // limit raised to 96 MiB (tests/faults asserts the gateway and binary-runner
@@ -304,7 +289,7 @@ func BenchmarkMemory(b *testing.B) {
 	limit := "--max-request-body-size=" + strconv.Itoa(96<<20)
 	var table strings.Builder
 	fmt.Fprintf(&table, "One %s ResourceList through set-namespace (limit raised to 96 MiB); peak RSS during the call, measured %s on %s.\n\n",
-		report.MiB(int64(len(data))), time.Now().UTC().Format("2006-01-02"), machine())
+		report.MiB(int64(len(data))), time.Now().UTC().Format("2006-01-02"), report.Machine())
 	table.WriteString("| executor | gateway peak RSS | × input | binary-runner peak RSS | × input |\n|---|---|---|---|---|\n")
 	for _, ex := range []struct{ name, disable string }{{"go", "binary,pod"}, {"binary", "go,pod"}} {
 		s := stack.Start(b, stack.Options{GatewayArgs: []string{limit, "--disable-runtimes=" + ex.disable}, BinaryRunnerArgs: []string{limit}})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -185,4 +186,18 @@ var palette = []color.Color{
 	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 	color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
 	color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+}
+
+// Machine describes the CPU the numbers come from.
+func Machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs", cpu, runtime.NumCPU())
 }

@@ -52,28 +52,22 @@ func waiters(f *flights, key string) int {
 	return 0
 }
 
-// waitFor is how long eventually polls before it fails the test: a bound
-// on a hang, not a duration under test.
+// waitFor is how long a test polls before it fails: a bound on a hang,
+// not a duration under test.
 const waitFor = 10 * time.Second
-
-// eventually waits until cond holds.
-func eventually(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	require.Eventually(t, cond, waitFor, time.Millisecond, msg)
-}
 
 // receive waits for a value from ch.
 func receive[T any](t *testing.T, ch <-chan T, msg string) T {
 	t.Helper()
 	var v T
-	eventually(t, func() bool {
+	require.Eventually(t, func() bool {
 		select {
 		case v = <-ch:
 			return true
 		default:
 			return false
 		}
-	}, msg)
+	}, waitFor, time.Millisecond, msg)
 	return v
 }
 
@@ -91,7 +85,7 @@ func TestFlightsShareOneLookup(t *testing.T) {
 			results <- v
 		}()
 	}
-	eventually(t, func() bool { return waiters(f, "key") == callers }, "every caller waits")
+	require.Eventually(t, func() bool { return waiters(f, "key") == callers }, waitFor, time.Millisecond, "every caller waits")
 	assert.Equal(t, 1, f.inFlight(), "lookups in flight")
 	close(lookup.release)
 	for range callers {
@@ -119,7 +113,7 @@ func TestFlightsKeepPlacesForClaimedLookups(t *testing.T) {
 	start := func(key string, claimed bool) chan error {
 		before := waiters(f, key)
 		done := do(key, claimed)
-		eventually(t, func() bool { return waiters(f, key) == before+1 }, key+" waits")
+		require.Eventually(t, func() bool { return waiters(f, key) == before+1 }, waitFor, time.Millisecond, key+" waits")
 		return done
 	}
 	var waiting []chan error
@@ -173,7 +167,7 @@ func TestFlightEndsWithItsLastWaiter(t *testing.T) {
 			results <- err
 		}()
 	}
-	eventually(t, func() bool { return waiters(f, "key") == 2 }, "both callers wait")
+	require.Eventually(t, func() bool { return waiters(f, "key") == 2 }, waitFor, time.Millisecond, "both callers wait")
 	lctx := receive(t, lookup.started, "the lookup started")
 
 	cancels[0]()
@@ -188,7 +182,7 @@ func TestFlightEndsWithItsLastWaiter(t *testing.T) {
 	assert.ErrorIs(t, receive(t, results, "the second caller"), context.Canceled, "the second caller")
 	require.Error(t, lctx.Err(), "the lookup did not end with its last caller")
 	assert.ErrorIs(t, context.Cause(lctx), errNoWaiters)
-	eventually(t, func() bool { return f.inFlight() == 0 }, "the lookup's work returned")
+	require.Eventually(t, func() bool { return f.inFlight() == 0 }, waitFor, time.Millisecond, "the lookup's work returned")
 	if cause := lookup.cause.Load(); assert.NotNil(t, cause, "the lookup saw its end") {
 		assert.ErrorIs(t, *cause, errNoWaiters)
 	}

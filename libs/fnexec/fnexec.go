@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -71,6 +72,10 @@ type Options struct {
 	// MemoryPoll is how often MaxMemoryBytes is checked
 	// (DefaultMemoryPoll when 0).
 	MemoryPoll time.Duration
+	// OutputReserve is how much of the output the caller has paid for
+	// beside MaxMemoryBytes: output kept beyond it counts against the
+	// bound too, as memory the call holds in the runner.
+	OutputReserve uint64
 }
 
 // DefaultMemoryPoll is Options.MemoryPoll's default: a process that
@@ -259,13 +264,19 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 		if poll <= 0 {
 			poll = DefaultMemoryPoll
 		}
+		// Output kept beyond what the caller reserved for it is memory
+		// the call holds too: the processes' bound shrinks by it.
+		extra := func() uint64 {
+			return uint64(max(stdout.kept.Load()-int64(opts.OutputReserve), 0))
+		}
+		limit := func() uint64 { return opts.MaxMemoryBytes - min(extra(), opts.MaxMemoryBytes) }
 		watch = func(pid int, self bool) {
-			go proctree.Tree{}.Watch(runCtx, pid, self, opts.MaxMemoryBytes, poll, func(used uint64, err error) {
+			go proctree.Tree{}.Watch(runCtx, pid, self, limit, poll, func(used uint64, err error) {
 				if err != nil {
 					cancel(fmt.Errorf("%w: its memory could not be checked against the call's bound of %d MiB (%w), and it was killed", fnresult.ErrMemoryExceeded, opts.MaxMemoryBytes>>20, err))
 					return
 				}
-				cancel(fmt.Errorf("%w: its processes held %d MiB, over the call's bound of %d MiB, and were killed", fnresult.ErrMemoryExceeded, used>>20, opts.MaxMemoryBytes>>20))
+				cancel(fmt.Errorf("%w: its processes held %d MiB, and its output %d MiB beyond its reserve, over the call's bound of %d MiB, and were killed", fnresult.ErrMemoryExceeded, used>>20, extra()>>20, opts.MaxMemoryBytes>>20))
 			})
 		}
 	}
@@ -495,11 +506,13 @@ const chunkSize = 32 << 10
 // buffers from a pool (never a growing array that is copied as it doubles)
 // and counts the rest.
 type cappedBuffer struct {
-	pool       mem.BufferPool
-	full       mem.BufferSlice
-	cur        *[]byte // being filled, up to fill
-	fill       int
-	n          int
+	pool mem.BufferPool
+	full mem.BufferSlice
+	cur  *[]byte // being filled, up to fill
+	fill int
+	n    int
+	// kept is n, for readers beside the writer.
+	kept       atomic.Int64
 	limit      int
 	dropped    int64
 	onOverflow func()
@@ -516,6 +529,7 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	b.n += len(p)
+	b.kept.Store(int64(b.n))
 	for len(p) > 0 {
 		if b.cur == nil {
 			b.cur, b.fill = b.pool.Get(chunkSize), 0

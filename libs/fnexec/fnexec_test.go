@@ -182,12 +182,14 @@ func TestMemoryOverTheCallsBound(t *testing.T) {
 		{"one process", hold(96, 1), 64 << 20, true},
 		{"three processes together", hold(32, 3), 64 << 20, true},
 		{"under the bound", "head -c 16777216 /dev/zero | tail -c 16777216 >/dev/null; cat", 64 << 20, false},
+		// Output kept in the runner is memory the call holds too.
+		{"output beyond its reserve", "head -c 83886080 /dev/zero; sleep 60", 64 << 20, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			res, err := Run(ctx, sh(tt.script), strings.NewReader(rl), Options{MaxMemoryBytes: tt.limit})
+			res, err := Run(ctx, sh(tt.script), strings.NewReader(rl), Options{MaxMemoryBytes: tt.limit, MaxOutputBytes: 128 << 20, OutputReserve: 8 << 20})
 			if !tt.over {
 				require.NoError(t, err)
 				assert.Equal(t, rl, string(res.ResourceList.Materialize()))

@@ -243,10 +243,11 @@ func (t Tree) parent(pid int) (int, error) {
 
 // Watch samples the memory of root's tree (Resident) every interval until
 // ctx ends, and calls over, once, with what it found the first time that is
-// more than limit, or with ErrUnreadable's error when the tree cannot be
-// read while root lives (a bound that cannot be checked is not kept); then
-// it returns. Root's end ends the watch.
-func (t Tree) Watch(ctx context.Context, root int, self bool, limit uint64, interval time.Duration, over func(used uint64, err error)) {
+// more than limit() (read at each sample: a bound may shrink as what else
+// the call holds grows), or with ErrUnreadable's error when the tree cannot
+// be read while root lives (a bound that cannot be checked is not kept);
+// then it returns. Root's end ends the watch.
+func (t Tree) Watch(ctx context.Context, root int, self bool, limit func() uint64, interval time.Duration, over func(used uint64, err error)) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -258,7 +259,7 @@ func (t Tree) Watch(ctx context.Context, root int, self bool, limit uint64, inte
 			over(used, fmt.Errorf("%w: %w", ErrUnreadable, err))
 			return
 		}
-		if used > limit {
+		if used > limit() {
 			over(used, nil)
 			return
 		}

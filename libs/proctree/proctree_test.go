@@ -181,7 +181,7 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan uint64, 1)
-	proctree.Tree{}.Watch(ctx, cmd.Process.Pid, false, 16<<20, time.Millisecond, func(used uint64, err error) {
+	proctree.Tree{}.Watch(ctx, cmd.Process.Pid, false, func() uint64 { return 16 << 20 }, time.Millisecond, func(used uint64, err error) {
 		assert.NoError(t, err)
 		got <- used
 	})
@@ -197,7 +197,7 @@ func TestWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		proctree.Tree{}.Watch(ctx, cmd.Process.Pid, true, 1<<30, time.Millisecond, func(uint64, error) { t.Error("over called under the limit") })
+		proctree.Tree{}.Watch(ctx, cmd.Process.Pid, true, func() uint64 { return 1 << 30 }, time.Millisecond, func(uint64, error) { t.Error("over called under the limit") })
 	}()
 	cancel()
 	<-done

@@ -218,6 +218,9 @@ func (r *Runner) EvaluateFunction(ctx context.Context, req *evalwire.Request) (*
 		w := Weight(req.ResourceList, fixed)
 		if bin, ok := rt.(*fnexec.Binary); ok {
 			bin.Options.MaxMemoryBytes = processMemory(w, req.ResourceList.Len(), r.opts.Admission)
+			// The request is one of BufferWeight's buffers, the output
+			// the others: more output than that counts in the bound.
+			bin.Options.OutputReserve = uint64(req.ResourceList.Len()) * (BufferWeight - 1)
 		}
 		release := func() {}
 		if r.opts.Admission != nil {

@@ -41,7 +41,7 @@ func TestLogLinesHaveNoDuplicateKeys(t *testing.T) {
 	require.NoError(t, <-done)
 
 	lines := 0
-	sc := bufio.NewScanner(bytes.NewReader([]byte(logs.String())))
+	sc := bufio.NewScanner(bytes.NewReader(logs.Bytes()))
 	for sc.Scan() {
 		lines++
 		assert.Empty(t, duplicateKeys(t, sc.Bytes()), "line %s", sc.Text())

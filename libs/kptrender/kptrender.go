@@ -29,6 +29,8 @@
 // kpt fn render --allow-exec runs them.
 package kptrender
 
+//lint:file-ignore SA1019 kpt and porch still write and read the legacy config.kubernetes.io annotations beside the new ones
+
 import (
 	"bytes"
 	"context"

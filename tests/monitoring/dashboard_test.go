@@ -115,16 +115,10 @@ func TestDashboardReadsEveryMetric(t *testing.T) {
 	}
 }
 
-// substitute replaces the dashboard's variables in a panel's expression
-// as Grafana does, with the test's values: a single value of a multi-value
-// variable is regex-escaped, as it goes into =~.
-func substitute(t testing.TB, expr string) string {
-	t.Helper()
-	return substituteFunctions(t, expr, []string{testFunction})
-}
-
-// substituteFunctions is substitute with $function's values functions:
-// several go into =~ as Grafana puts them, (a|b), each regex-escaped.
+// substituteFunctions replaces the dashboard's variables in a panel's
+// expression as Grafana does, with the test's values and functions as
+// $function's: several go into =~ as Grafana puts them, (a|b), each
+// regex-escaped.
 func substituteFunctions(t testing.TB, expr string, functions []string) string {
 	t.Helper()
 	quote := func(v string) string { return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`) }

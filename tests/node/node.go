@@ -778,6 +778,7 @@ func (n *Node) waitReady(timeout time.Duration) error {
 				if c.Status == corev1.ConditionTrue {
 					return nil
 				}
+				//lint:ignore ST1005 Ready is the condition's name
 				return fmt.Errorf("Ready %s: %s: %s", c.Status, c.Reason, c.Message)
 			}
 		}

@@ -5,6 +5,8 @@
 //	fnctl render DIR
 package main
 
+//lint:file-ignore SA1019 kpt and porch still write and read the legacy config.kubernetes.io annotations beside the new ones
+
 import (
 	"bytes"
 	"context"

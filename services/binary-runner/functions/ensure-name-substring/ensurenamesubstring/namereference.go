@@ -157,6 +157,7 @@ func roleBindingNamespaces(r *resource.Resource) (map[string]bool, error) {
 		}
 		n, ok := ns.(string)
 		if !ok {
+			//lint:ignore ST1005 the catalog function's message, word for word
 			return nil, fmt.Errorf("Invalid Input: namespace is blank for resource %q\n", r.CurId())
 		}
 		namespaces[n] = true

@@ -158,9 +158,3 @@ func (s *searcher) putsByPath() bool {
 	return s.PutValue != "" && s.ByValue == "" && s.ByValueRegex == "" &&
 		s.path.isAbsolute() && !strings.Contains(s.ByPath, "[")
 }
-
-// mutates says whether matching fields are changed rather than only
-// reported.
-func (s *searcher) mutates() bool {
-	return s.PutValue != "" || s.PutComment != ""
-}

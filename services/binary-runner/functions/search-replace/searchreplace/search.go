@@ -1,5 +1,7 @@
 package searchreplace
 
+//lint:file-ignore SA1019 kpt and porch still write and read the legacy config.kubernetes.io annotations beside the new ones
+
 import (
 	"errors"
 	"fmt"

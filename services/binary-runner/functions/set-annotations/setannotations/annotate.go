@@ -1,5 +1,7 @@
 package setannotations
 
+//lint:file-ignore SA1019 kpt and porch still write and read the legacy config.kubernetes.io annotations beside the new ones
+
 import (
 	"encoding/json"
 	"fmt"

@@ -356,6 +356,8 @@ func invalidName(name string, err error) *failure {
 // image.Name's matcher. native, for a resource whose structure the round
 // trip keeps (keepsStructure), restores comments and order with
 // copyComments and syncOrder rather than kyaml's.
+//
+//lint:ignore ST1008 err fails the run, f is a field the function reports and goes on
 func setAdditionalImages(obj *fn.KubeObject, original *yaml.RNode, image types.Image, m *matcher, fields types.FsSlice, native bool) (updated *fn.KubeObject, count int, err error, f *failure) {
 	node := obj.CopyToResourceNode()
 	filter := imageFilter{image: image, matcher: m, fields: fields}

@@ -22,6 +22,8 @@
 // budget) fails with an error wrapping ErrTooLarge.
 package upsertresource
 
+//lint:file-ignore SA1019 kpt and porch still write and read the legacy config.kubernetes.io annotations beside the new ones
+
 import (
 	"errors"
 	"fmt"

@@ -30,7 +30,8 @@ const maxImageLength = 1024
 // Reference is a parsed function image.
 type Reference struct {
 	// Prefix is the registry and repository path before the name, normalized
-	// the way go-containerregistry does (docker.io → index.docker.io).
+	// the way go-containerregistry does (docker.io → index.docker.io), its
+	// registry lower-cased.
 	Prefix string
 	// Name is the last element of the repository path, e.g. "set-namespace".
 	Name string
@@ -76,6 +77,7 @@ func Parse(image, defaultPrefix string) (Reference, error) {
 	if !strings.Contains(image, "/") {
 		full = normalizeDefault(defaultPrefix) + image
 	}
+	full = lowerRegistry(full)
 
 	// Split off the digest ourselves: ParseReference keeps either the tag or
 	// the digest of "name:tag@digest", and both matter here.
@@ -120,15 +122,35 @@ func hasExplicitTag(ref string) bool {
 	return strings.Contains(ref[strings.LastIndex(ref, "/")+1:], ":")
 }
 
+// lowerRegistry lower-cases the registry of ref, the part before the first
+// "/" when go-containerregistry takes it for one (it has a '.' or a ':', or
+// is localhost, in any case). Host names are case-insensitive (RFC 4343),
+// so Example.COM and example.com are one registry; the repository path is
+// left as it is, for the grammar to check. A port is kept: neither
+// go-containerregistry's name package nor docker's reference package drops
+// a default port, and their keychains and schemes tell example.com:443 from
+// example.com (localhost:443 is dialled over http, localhost over https).
+func lowerRegistry(ref string) string {
+	i := strings.Index(ref, "/")
+	if i < 0 {
+		return ref
+	}
+	reg := ref[:i]
+	if !strings.ContainsAny(reg, ".:") && !strings.EqualFold(reg, "localhost") {
+		return ref
+	}
+	return strings.ToLower(reg) + ref[i:]
+}
+
 // NormalizePrefix turns a configured prefix into the form Reference.Prefix
 // has: "" is the default prefix; a trailing "/" is dropped; the registry is
-// normalized (docker.io → index.docker.io).
+// lower-cased and normalized (docker.io → index.docker.io).
 func NormalizePrefix(prefix, defaultPrefix string) (string, error) {
 	if prefix == "" {
 		prefix = normalizeDefault(defaultPrefix)
 	}
 	p := strings.TrimSuffix(prefix, "/")
-	ref, err := name.NewRepository(p+"/x", name.WeakValidation)
+	ref, err := name.NewRepository(lowerRegistry(p+"/x"), name.WeakValidation)
 	if err != nil {
 		return "", fmt.Errorf("%w: prefix %q: %w", ErrInvalidImage, prefix, err)
 	}

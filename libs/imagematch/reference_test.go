@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 		{"set-namespace:v0.4.5@sha256:" + strings.Repeat("b", 64), "", Reference{Prefix: catalog, Name: "set-namespace", Tag: "v0.4.5", Digest: "sha256:" + strings.Repeat("b", 64)}},
 		{"[::1]:5000/fns/fn:v1", "", Reference{Prefix: "[::1]:5000/fns", Name: "fn", Tag: "v1"}},
 		{"10.0.0.7:8080/fn:v1", "", Reference{Prefix: "10.0.0.7:8080", Name: "fn", Tag: "v1"}},
-		{"Registry.Example.com/fns/fn:V_1.x-Y", "", Reference{Prefix: "Registry.Example.com/fns", Name: "fn", Tag: "V_1.x-Y"}},
+		{"Registry.Example.com/fns/fn:V_1.x-Y", "", Reference{Prefix: "registry.example.com/fns", Name: "fn", Tag: "V_1.x-Y"}},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			got, err := Parse(tc.image, tc.defaultPrefix)
@@ -154,6 +154,51 @@ func TestNormalizePrefix(t *testing.T) {
 		assert.NoError(t, err, "NormalizePrefix(%q)", in)
 		assert.Equal(t, want, got, "NormalizePrefix(%q)", in)
 	}
+}
+
+// Registry hosts compare case-insensitively, as host names do; docker.io is
+// index.docker.io in any case, as go-containerregistry has it. Ports are
+// kept, an explicit default one included: go-containerregistry tells
+// example.com:443 from example.com (its keychain and scheme differ), so
+// fnrunner does too. Repository paths stay case-sensitive.
+func TestRegistryHostIsCaseInsensitive(t *testing.T) {
+	for _, tc := range []struct {
+		image, want        string // want: Parse's Prefix; "" = refused
+		prefix, wantPrefix string // NormalizePrefix's in and out
+	}{
+		{image: "Example.COM/fn:v1", want: "example.com", prefix: "Example.COM/", wantPrefix: "example.com"},
+		{image: "EXAMPLE.com/fns/fn:v1", want: "example.com/fns", prefix: "EXAMPLE.com/fns", wantPrefix: "example.com/fns"},
+		{image: "Docker.IO/example/fn:v1", want: "index.docker.io/example", prefix: "Docker.IO/example", wantPrefix: "index.docker.io/example"},
+		{image: "docker.io/example/fn:v1", want: "index.docker.io/example", prefix: "docker.io/example", wantPrefix: "index.docker.io/example"},
+		{image: "Index.Docker.IO/example/fn:v1", want: "index.docker.io/example", prefix: "Index.Docker.IO/example", wantPrefix: "index.docker.io/example"},
+		{image: "LocalHost:5000/fn:v1", want: "localhost:5000", prefix: "LocalHost:5000", wantPrefix: "localhost:5000"},
+		{image: "LOCALHOST/fns/fn:v1", want: "localhost/fns", prefix: "LOCALHOST/fns", wantPrefix: "localhost/fns"},
+		{image: "[FE80::1]:5000/fn:v1", want: "[fe80::1]:5000", prefix: "[FE80::1]:5000", wantPrefix: "[fe80::1]:5000"},
+		{image: "Example.com:443/fn:v1", want: "example.com:443", prefix: "Example.com:443", wantPrefix: "example.com:443"},
+		{image: "example.com:443/fn:v1", want: "example.com:443", prefix: "example.com:443/", wantPrefix: "example.com:443"},
+		{image: "Example.com/FNS/fn:v1", prefix: "Example.com/FNS"},
+		{image: "Example.com/fns/FN:v1", prefix: "Example.com/fns/FN"},
+		{image: "Fns/fn:v1", prefix: "Fns"}, // no registry: all path
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			ref, err := Parse(tc.image, "")
+			np, nerr := NormalizePrefix(tc.prefix, "")
+			if tc.want == "" {
+				assert.ErrorIs(t, err, ErrInvalidImage, "Parse(%q) = %+v", tc.image, ref)
+				assert.ErrorIs(t, nerr, ErrInvalidImage, "NormalizePrefix(%q) = %q", tc.prefix, np)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, ref.Prefix)
+			require.NoError(t, nerr)
+			assert.Equal(t, tc.wantPrefix, np)
+		})
+	}
+	a, err := NormalizePrefix("example.com:443", "")
+	require.NoError(t, err)
+	b, err := NormalizePrefix("example.com", "")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b, "an explicit default port is kept, as go-containerregistry keeps it")
 }
 
 // A parsed reference's String parses back to itself.

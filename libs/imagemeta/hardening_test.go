@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -107,14 +108,50 @@ func TestCheck(t *testing.T) {
 		{ip: "::10.0.0.1", want: "private"},
 		{ip: "::198.18.0.1", want: "special-purpose"},
 		{ip: "::169.254.169.254", want: "link-local", wantAllowed: "link-local"},
+
+		// IPv4-mapped: unmapped, then checked as IPv4.
+		{ip: "::ffff:8.8.8.8"},
+		{ip: "::ffff:10.0.0.1", want: "private"},
+		{ip: "::ffff:127.0.0.1", want: "loopback"},
+		{ip: "::ffff:169.254.169.254", want: "link-local", wantAllowed: "link-local"},
+		{ip: "::ffff:192.88.99.1", want: "6to4 relay anycast"},
+
+		// The rest of the IANA special-purpose registries, and site-local.
+		{ip: "192.0.0.9", want: "IETF protocol assignments"},
+		{ip: "192.31.196.1", want: "AS112"},
+		{ip: "192.52.193.1", want: "AMT"},
+		{ip: "192.88.99.1", want: "6to4 relay anycast"},
+		{ip: "192.88.100.1"},
+		{ip: "192.175.48.1", want: "AS112 direct delegation"},
+		{ip: "100:0:0:1::1", want: "dummy"},
+		{ip: "2001:1::1", want: "IETF protocol assignments"},
+		{ip: "2001:2::1", want: "IETF protocol assignments"},  // benchmarking
+		{ip: "2001:3::1", want: "IETF protocol assignments"},  // AMT
+		{ip: "2001:10::1", want: "IETF protocol assignments"}, // ORCHID
+		{ip: "2001:20::1", want: "IETF protocol assignments"}, // ORCHIDv2
+		{ip: "2001:2f:ffff::1", want: "IETF protocol assignments"},
+		{ip: "2001:30::1", want: "IETF protocol assignments"}, // drone remote ID
+		{ip: "2001:1ff::1", want: "IETF protocol assignments"},
+		{ip: "2001:200::1"}, // past 2001::/23: a public address
+		{ip: "2620:4f:8000::1", want: "AS112 direct delegation"},
+		{ip: "3fff::1", want: "documentation"},
+		{ip: "5f00::1", want: "SRv6"},
+		{ip: "fec0::1", want: "site-local"},
+		{ip: "feff::1", want: "site-local"},
+		{ip: "::ffff:0:a00:1", want: "reserved"}, // IPv4-translated (RFC 2765)
+		{ip: "4000::1", want: "reserved"},
+		{ip: "1::1", want: "reserved"},
+		{ip: "e000::1", want: "reserved"},
+		{ip: "2002:c058:6301::", want: "6to4 relay anycast"},
 	} {
 		t.Run(tc.ip, func(t *testing.T) {
 			ip := netip.MustParseAddr(tc.ip)
+			rules := newAddressRules()
 			for _, c := range []struct {
 				allowed bool
 				want    string
 			}{{false, tc.want}, {true, tc.wantAllowed}} {
-				err := check(ip, c.allowed)
+				err := rules.check(ip, c.allowed)
 				if c.want == "" {
 					assert.NoError(t, err, "allowed: %v", c.allowed)
 					continue
@@ -143,6 +180,10 @@ func TestSpecialPurposeRegistriesAreRefused(t *testing.T) {
 		"[64:ff9b::a00:1]/fns/fn:v1",
 		"[2001:0:4136:e378:8000:63bf:5601:5601]/fns/fn:v1",
 		"[::a00:1]/fns/fn:v1",
+		"192.88.99.1/fns/fn:v1",
+		"[fec0::1]/fns/fn:v1",
+		"[2001:20::1]/fns/fn:v1",
+		"[::ffff:a00:1]/fns/fn:v1",
 	} {
 		t.Run(image, func(t *testing.T) {
 			_, err := r.Resolve(context.Background(), image)
@@ -214,61 +255,287 @@ func (p *recordingProxy) proxyURL(t *testing.T) *url.URL {
 	return u
 }
 
+func (p *recordingProxy) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = nil
+}
+
 func (p *recordingProxy) Asked() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.asked...)
 }
 
-// Through a proxy, the destination is checked before the proxy is asked
-// for it, by the rules that apply without one; every address it resolves
-// to must pass, since the proxy picks one.
+// Through a proxy, the destination is checked by the rules that apply
+// without one, and the proxy is asked for the address checked, never the
+// name: it has nothing to resolve again. A refused address never reaches
+// the proxy. The test proxy refuses every CONNECT, so nothing is connected.
 func TestProxyDestinationIsChecked(t *testing.T) {
-	proxy, err := url.Parse("http://proxy.example:3128")
-	require.NoError(t, err)
-	g := loopbackOnly(t, newDialGuard([]string{"registry.internal:5000", "named.internal"}, proxy), fakeResolver{
+	p := newRecordingProxy(t)
+	names := fakeResolver{
 		"public.example":    addrs("8.8.8.8", "2a00:1450:4001::1"),
+		"v6.example":        addrs("2a00:1450:4001::1"),
 		"loopback.example":  addrs("127.0.0.1"),
-		"mixed.example":     addrs("8.8.8.8", "10.0.0.1"),
+		"mixed.example":     addrs("10.0.0.1", "8.8.8.8"),
 		"special.example":   addrs("198.18.0.1"),
 		"sixtofour.example": addrs("2002:a00:1::"),
 		"registry.internal": addrs("10.0.0.7"),
 		"named.internal":    addrs("169.254.169.254"),
-	})
+	}
 	for _, tc := range []struct {
-		url  string
-		want string // "" = through the proxy
+		address string
+		asked   string // the CONNECT the proxy gets; "" = none
+		want    string // why the guard refuses; "" = it asks the proxy
 	}{
-		{url: "https://public.example/v2/"},
-		{url: "https://loopback.example/v2/", want: "loopback"},
-		{url: "https://127.0.0.1:5000/v2/", want: "loopback"},
-		{url: "https://mixed.example/v2/", want: "private"},
-		{url: "https://special.example/v2/", want: "special-purpose"},
-		{url: "https://sixtofour.example/v2/", want: "private"},
-		{url: "https://registry.internal:5000/v2/"},
-		{url: "https://registry.internal/v2/", want: "private"}, // allowed on :5000, not :443
-		{url: "https://named.internal/v2/", want: "link-local"},
-		{url: "http://[fe80::1]/v2/", want: "link-local"},
+		{address: "public.example:443", asked: "CONNECT 8.8.8.8:443"},
+		{address: "v6.example:443", asked: "CONNECT [2a00:1450:4001::1]:443"},
+		{address: "mixed.example:443", asked: "CONNECT 8.8.8.8:443"}, // the refused address is skipped
+		{address: "registry.internal:5000", asked: "CONNECT 10.0.0.7:5000"},
+		{address: "loopback.example:443", want: "loopback"},
+		{address: "127.0.0.1:5000", want: "loopback"}, // never proxied, and refused
+		{address: "special.example:443", want: "special-purpose"},
+		{address: "sixtofour.example:443", want: "private"},
+		{address: "registry.internal:443", want: "private"}, // allowed on :5000, not :443
+		{address: "named.internal:443", want: "link-local"},
+		{address: "[fe80::1]:80", want: "link-local"},
 	} {
-		t.Run(tc.url, func(t *testing.T) {
-			req, err := http.NewRequest(http.MethodGet, tc.url, nil)
-			require.NoError(t, err)
-			got, err := g.Proxy(req)
-			if tc.want == "" {
-				require.NoError(t, err)
-				assert.Equal(t, proxy, got)
+		t.Run(tc.address, func(t *testing.T) {
+			p.reset()
+			g := loopbackOnly(t, newDialGuard([]string{"registry.internal:5000", "named.internal"}, p.proxyURL(t)), names)
+			conn, err := g.DialContext(context.Background(), "tcp", tc.address)
+			require.Error(t, err, "the test proxy refuses every CONNECT")
+			assert.Nil(t, conn)
+			if tc.want != "" {
+				assert.ErrorIs(t, err, ErrForbiddenAddress)
+				assert.ErrorContains(t, err, tc.want)
+				assert.Empty(t, p.Asked(), "the proxy was asked for a refused destination")
 				return
 			}
-			assert.ErrorIs(t, err, ErrForbiddenAddress)
-			assert.ErrorContains(t, err, tc.want)
-			assert.Nil(t, got)
+			assert.NotErrorIs(t, err, ErrForbiddenAddress)
+			assert.ErrorContains(t, err, "403")
+			assert.Equal(t, []string{tc.asked}, p.Asked())
 		})
 	}
-	req, err := http.NewRequest(http.MethodGet, "https://unknown.example/v2/", nil)
-	require.NoError(t, err)
-	_, err = g.Proxy(req)
+	g := loopbackOnly(t, newDialGuard(nil, p.proxyURL(t)), names)
+	_, err := g.DialContext(context.Background(), "tcp", "unknown.example:443")
 	var dnsErr *net.DNSError
 	assert.ErrorAs(t, err, &dnsErr, "a name that does not resolve")
+}
+
+// tunnelProxy is an HTTP proxy on loopback that records each CONNECT and
+// tunnels it, to loopback addresses only.
+type tunnelProxy struct {
+	*httptest.Server
+	mu    sync.Mutex
+	asked []string
+}
+
+func newTunnelProxy(t *testing.T) *tunnelProxy {
+	t.Helper()
+	p := &tunnelProxy{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.asked = append(p.asked, r.Method+" "+r.Host)
+		p.mu.Unlock()
+		ap, err := netip.ParseAddrPort(r.Host)
+		if r.Method != http.MethodConnect || err != nil || !ap.Addr().IsLoopback() {
+			http.Error(w, "test proxy: loopback addresses only", http.StatusForbidden)
+			return
+		}
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\n\r\n")
+		go func() { _, _ = io.Copy(up, conn); up.Close() }()
+		go func() { _, _ = io.Copy(conn, up); conn.Close() }()
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *tunnelProxy) Asked() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.asked...)
+}
+
+// Through the tunnel the proxy opened to the checked address, the registry
+// still gets its name as the TLS server name and in the Host header, as
+// go-containerregistry's transport sends them. A registry in NoProxy is
+// dialled without the proxy (NO_PROXY syntax), still checked.
+func TestProxyTunnelKeepsTheName(t *testing.T) {
+	type seen struct{ host, serverName string }
+	got := make(chan seen, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Host, r.TLS.ServerName}
+	}))
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	// httptest's certificate is for example.com and 127.0.0.1.
+	names := fakeResolver{"example.com": addrs("127.0.0.1"), "fns.example.com": addrs("127.0.0.1")}
+	for _, tc := range []struct {
+		host    string
+		noProxy []string
+		proxied bool
+	}{
+		{host: "example.com", proxied: true},
+		{host: "example.com", noProxy: []string{"other.example"}, proxied: true},
+		{host: "example.com", noProxy: []string{".example.com"}, proxied: true}, // subdomains only
+		{host: "example.com", noProxy: []string{"example.com"}},
+		{host: "example.com", noProxy: []string{"other.example", " example.com "}},
+		{host: "example.com", noProxy: []string{fmt.Sprintf("example.com:%d", port)}},
+		{host: "example.com", noProxy: []string{"example.com:1"}, proxied: true},
+		{host: "example.com", noProxy: []string{"*"}},
+		{host: "fns.example.com", noProxy: []string{".example.com"}},
+		{host: "fns.example.com", noProxy: []string{"example.com"}},
+		{host: "127.0.0.1"}, // loopback is never proxied
+	} {
+		t.Run(fmt.Sprintf("%s %v", tc.host, tc.noProxy), func(t *testing.T) {
+			p := newTunnelProxy(t)
+			g := loopbackOnly(t, newDialGuard([]string{tc.host}, p.proxyURL(t), tc.noProxy...), names)
+			tr := registryTransport(g)
+			tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+			t.Cleanup(tr.CloseIdleConnections)
+			hostPort := net.JoinHostPort(tc.host, fmt.Sprint(port))
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + hostPort + "/v2/")
+			require.NoError(t, err)
+			resp.Body.Close()
+			s := <-got
+			assert.Equal(t, hostPort, s.host, "Host")
+			if tc.host != "127.0.0.1" {
+				assert.Equal(t, tc.host, s.serverName, "TLS server name")
+			}
+			if tc.proxied {
+				assert.Equal(t, []string{fmt.Sprintf("CONNECT 127.0.0.1:%d", port)}, p.Asked())
+			} else {
+				assert.Empty(t, p.Asked())
+			}
+		})
+	}
+}
+
+func (p *tunnelProxy) proxyURL(t *testing.T) *url.URL {
+	t.Helper()
+	u, err := url.Parse(p.URL)
+	require.NoError(t, err)
+	return u
+}
+
+// socksRecorder is a SOCKS5 server on loopback that records the address
+// each request names and refuses it: it never connects anywhere.
+type socksRecorder struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	asked []string
+}
+
+func newSOCKSRecorder(t *testing.T) *socksRecorder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &socksRecorder{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.serve(c)
+		}
+	}()
+	return s
+}
+
+func (s *socksRecorder) serve(c net.Conn) {
+	defer c.Close()
+	b := make([]byte, 262)
+	if _, err := io.ReadFull(c, b[:2]); err != nil {
+		return
+	}
+	if _, err := io.ReadFull(c, b[:b[1]]); err != nil {
+		return
+	}
+	if _, err := c.Write([]byte{5, 0}); err != nil {
+		return
+	}
+	if _, err := io.ReadFull(c, b[:4]); err != nil {
+		return
+	}
+	var host string
+	switch b[3] {
+	case 1, 4:
+		n := 4
+		if b[3] == 4 {
+			n = 16
+		}
+		if _, err := io.ReadFull(c, b[:n]); err != nil {
+			return
+		}
+		ip, _ := netip.AddrFromSlice(b[:n])
+		host = "ip " + ip.String()
+	case 3:
+		if _, err := io.ReadFull(c, b[:1]); err != nil {
+			return
+		}
+		n := int(b[0])
+		if _, err := io.ReadFull(c, b[:n]); err != nil {
+			return
+		}
+		host = "name " + string(b[:n])
+	default:
+		return
+	}
+	if _, err := io.ReadFull(c, b[:2]); err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.asked = append(s.asked, fmt.Sprintf("%s port %d", host, int(b[0])<<8|int(b[1])))
+	s.mu.Unlock()
+	_, _ = c.Write([]byte{5, 1, 0, 1, 0, 0, 0, 0, 0, 0}) // general failure
+}
+
+func (s *socksRecorder) Asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.asked...)
+}
+
+// A SOCKS5 proxy, socks5 or socks5h alike, is given the checked address,
+// never the name.
+func TestSOCKS5ProxyIsGivenTheAddress(t *testing.T) {
+	names := fakeResolver{"public.example": addrs("8.8.8.8"), "v6.example": addrs("2a00:1450:4001::1"), "loopback.example": addrs("127.0.0.1")}
+	for _, tc := range []struct {
+		scheme, address, asked, want string
+	}{
+		{scheme: "socks5", address: "public.example:443", asked: "ip 8.8.8.8 port 443"},
+		{scheme: "socks5h", address: "public.example:443", asked: "ip 8.8.8.8 port 443"},
+		{scheme: "socks5h", address: "v6.example:5000", asked: "ip 2a00:1450:4001::1 port 5000"},
+		{scheme: "socks5h", address: "loopback.example:443", want: "loopback"},
+	} {
+		t.Run(tc.scheme+" "+tc.address, func(t *testing.T) {
+			s := newSOCKSRecorder(t)
+			g := loopbackOnly(t, newDialGuard(nil, &url.URL{Scheme: tc.scheme, Host: s.ln.Addr().String()}), names)
+			_, err := g.DialContext(context.Background(), "tcp", tc.address)
+			require.Error(t, err, "the test proxy refuses every request")
+			if tc.want != "" {
+				assert.ErrorIs(t, err, ErrForbiddenAddress)
+				assert.ErrorContains(t, err, tc.want)
+				assert.Empty(t, s.Asked())
+				return
+			}
+			assert.NotErrorIs(t, err, ErrForbiddenAddress)
+			assert.Equal(t, []string{tc.asked}, s.Asked())
+		})
+	}
 }
 
 // A registry that resolves to loopback is refused before the proxy is
@@ -296,7 +563,7 @@ func TestProxyIsAskedOnlyForAllowedDestinations(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrForbiddenAddress)
 	if asked := p.Asked(); assert.NotEmpty(t, asked, "the proxy was not asked for an allowed destination") {
 		for _, a := range asked {
-			assert.Equal(t, "CONNECT public.example:443", a)
+			assert.Equal(t, "CONNECT 8.8.8.8:443", a, "the checked address, not the name")
 		}
 	}
 }

@@ -63,11 +63,18 @@ type Options struct {
 	// addresses; link-local ones (cloud metadata) are never dialled.
 	AllowedRegistries []string
 	// Proxy is the HTTP(S) or SOCKS5 proxy registries are reached through
-	// (nil: none; HTTPS_PROXY and HTTP_PROXY in the environment are
-	// ignored). The proxy may be at any address but a link-local one; each
-	// registry's own addresses are checked as without it, before the proxy
-	// is asked to connect.
+	// (nil: none; HTTPS_PROXY, HTTP_PROXY and NO_PROXY in the environment
+	// are ignored). The proxy may be at any address but a link-local one;
+	// each registry's own addresses are checked as without it, and the
+	// proxy is asked to connect to the address checked (CONNECT ip:port),
+	// never to the name, so it resolves nothing again. A registry on plain
+	// http is reached through a CONNECT tunnel too.
 	Proxy *url.URL
+	// NoProxy are registries reached without Proxy, in NO_PROXY syntax:
+	// hosts (with their subdomains), host:port, .suffix or *.suffix
+	// (subdomains only), IP addresses, CIDR ranges, "*" for all.
+	// localhost and loopback addresses never go through the proxy.
+	NoProxy []string
 	// TTL is how long a tag's metadata is reused (0 = 5 minutes).
 	TTL time.Duration
 	// NegativeTTL is how long "no such image" is remembered (0 = 30 s).
@@ -203,7 +210,8 @@ func New(opts Options) (*Resolver, error) {
 			return nil, err
 		}
 	}
-	tr := registryTransport(newDialGuard(opts.AllowedRegistries, opts.Proxy))
+	guard := newDialGuard(opts.AllowedRegistries, opts.Proxy, opts.NoProxy...)
+	tr := registryTransport(guard)
 	if len(opts.CAPaths) > 0 {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
@@ -217,6 +225,7 @@ func New(opts Options) (*Resolver, error) {
 			return nil, fmt.Errorf("no CA certificates found in %v", opts.CAPaths)
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		guard.proxyTLS = tr.TLSClientConfig
 	}
 	r.transport = tr
 	return r, nil
@@ -236,16 +245,13 @@ func (r *Resolver) capped() http.RoundTripper {
 }
 
 // registryTransport is go-containerregistry's default transport dialling
-// through g, and through g's proxy if it has one. The environment's proxy
-// settings (HTTPS_PROXY, HTTP_PROXY) are never used: through a proxy the
-// guard would check the proxy's address in place of the registry's.
+// through g, which also opens g's proxy tunnels: the transport's own Proxy
+// is never used, as it would ask the proxy for the name, not the address g
+// checked. So are the environment's proxy settings never used.
 func registryTransport(g *dialGuard) *http.Transport {
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = g.DialContext
 	tr.Proxy = nil
-	if g.proxyURL != nil {
-		tr.Proxy = g.Proxy
-	}
 	return tr
 }
 

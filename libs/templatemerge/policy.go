@@ -208,3 +208,79 @@ func (p Policy) checkQuantity(field string, name corev1.ResourceName, q resource
 	}
 	return nil
 }
+
+// CheckMerged checks what Apply made of tpl with o: in each container o
+// overrides resources of, for cpu and memory when o names them, the
+// request (the limit when there is none, as the apiserver defaults it) is
+// not above the limit, and neither is above the policy's bound. The
+// template's values count: an override of a request alone must still fit
+// the template's limit. A resource o does not name is the template's
+// alone, and not checked. It returns a *RefusedError, or nil, or Apply's
+// error.
+func (p Policy) CheckMerged(tpl *corev1.PodTemplateSpec, o *v1alpha1.TemplateOverrides) error {
+	if o == nil || (resourcesOf(o.Container) == nil && resourcesOf(o.InitContainer) == nil) {
+		return nil
+	}
+	merged, err := Apply(tpl, o)
+	if err != nil {
+		return err
+	}
+	if r := resourcesOf(o.Container); r != nil {
+		for _, c := range merged.Spec.Containers {
+			if c.Name == FunctionContainer {
+				if err := p.checkMergedContainer("container "+FunctionContainer, r, c.Resources); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if r := resourcesOf(o.InitContainer); r != nil {
+		for _, c := range merged.Spec.InitContainers {
+			if err := p.checkMergedContainer("init container "+c.Name, r, c.Resources); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func resourcesOf(c *v1alpha1.ContainerOverrides) *corev1.ResourceRequirements {
+	if c == nil {
+		return nil
+	}
+	return c.Resources
+}
+
+// checkMergedContainer checks a merged container's resources, those the
+// override names.
+func (p Policy) checkMergedContainer(what string, override *corev1.ResourceRequirements, merged corev1.ResourceRequirements) *RefusedError {
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		_, inRequests := override.Requests[name]
+		_, inLimits := override.Limits[name]
+		if !inRequests && !inLimits {
+			continue
+		}
+		bound, rule := p.MaxCPU, RuleCPU
+		if name == corev1.ResourceMemory {
+			bound, rule = p.MaxMemory, RuleMemory
+		}
+		field := fmt.Sprintf("templateOverrides merged into the %s: resources", what)
+		limit, hasLimit := merged.Limits[name]
+		request, hasRequest := merged.Requests[name]
+		if !hasRequest && hasLimit {
+			request, hasRequest = limit, true
+		}
+		switch {
+		case hasRequest && hasLimit && request.Cmp(limit) > 0:
+			return &RefusedError{Field: field + ".requests." + string(name), Rule: rule,
+				Reason: fmt.Sprintf("%s is above the limit %s", request.String(), limit.String())}
+		case hasLimit && limit.Cmp(bound) > 0:
+			return &RefusedError{Field: field + ".limits." + string(name), Rule: rule,
+				Reason: fmt.Sprintf("%s is above the bound %s", limit.String(), bound.String())}
+		case hasRequest && request.Cmp(bound) > 0:
+			return &RefusedError{Field: field + ".requests." + string(name), Rule: rule,
+				Reason: fmt.Sprintf("%s is above the bound %s", request.String(), bound.String())}
+		}
+	}
+	return nil
+}

@@ -153,3 +153,85 @@ func TestRefusedErrorMessage(t *testing.T) {
 	err = Policy{MaxMemory: resource.MustParse("2Gi")}.Check(&v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(nil, memory("4Gi"))}})
 	assert.EqualError(t, err, `templateOverrides.container.resources.limits.memory: 4Gi is above the bound 2Gi`)
 }
+
+// The merged container is checked too: a request above its limit, or a
+// merged request or limit above the bound, of the resources the override
+// names, is refused; the template's values count.
+func TestPolicyCheckMerged(t *testing.T) {
+	policy := Policy{MaxCPU: resource.MustParse("2"), MaxMemory: resource.MustParse("2Gi")}
+	both := func(a, b corev1.ResourceList) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for k, v := range a {
+			out[k] = v
+		}
+		for k, v := range b {
+			out[k] = v
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		// template is the function and init containers' resources.
+		template corev1.ResourceRequirements
+		o        *v1alpha1.TemplateOverrides
+		// field and rule of the refusal; "" passes.
+		field string
+		rule  Rule
+	}{
+		{name: "no overrides"},
+		{name: "no resources overridden, the template's above the bound",
+			template: *resources(cpu("4"), cpu("8")),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}},
+		{name: "within the template's limit",
+			template: *resources(cpu("100m"), cpu("1")),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(cpu("500m"), nil)}}},
+		{name: "a request above the template's limit",
+			template: *resources(nil, cpu("1")),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(cpu("1500m"), nil)}},
+			field:    "templateOverrides merged into the container function: resources.requests.cpu", rule: RuleCPU},
+		{name: "a limit below the template's request",
+			template: *resources(memory("1Gi"), nil),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(nil, memory("512Mi"))}},
+			field:    "templateOverrides merged into the container function: resources.requests.memory", rule: RuleMemory},
+		{name: "a request above the override's own limit",
+			o:     &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(cpu("2"), cpu("1"))}},
+			field: "templateOverrides merged into the container function: resources.requests.cpu", rule: RuleCPU},
+		{name: "a request overridden, the template's limit above the bound",
+			template: *resources(nil, memory("4Gi")),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(memory("1Gi"), nil)}},
+			field:    "templateOverrides merged into the container function: resources.limits.memory", rule: RuleMemory},
+		{name: "a limit overridden, the template's request above the bound and the limit",
+			template: *resources(cpu("3"), nil),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(nil, cpu("2"))}},
+			field:    "templateOverrides merged into the container function: resources.requests.cpu", rule: RuleCPU},
+		{name: "a limit alone: the request defaults to it",
+			o: &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(nil, both(cpu("2"), memory("2Gi")))}}},
+		{name: "cpu overridden, the template's memory not checked",
+			template: *resources(memory("8Gi"), memory("16Gi")),
+			o:        &v1alpha1.TemplateOverrides{Container: &v1alpha1.ContainerOverrides{Resources: resources(cpu("1"), cpu("2"))}}},
+		{name: "an init container's request above the template's limit",
+			template: *resources(nil, cpu("250m")),
+			o:        &v1alpha1.TemplateOverrides{InitContainer: &v1alpha1.ContainerOverrides{Resources: resources(cpu("500m"), nil)}},
+			field:    "templateOverrides merged into the init container copy-wrapper: resources.requests.cpu", rule: RuleCPU},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "copy-wrapper", Resources: *tt.template.DeepCopy()}},
+				Containers:     []corev1.Container{{Name: FunctionContainer, Resources: *tt.template.DeepCopy()}},
+			}}
+			// Every override here passes Check: only the merge refuses.
+			require.NoError(t, policy.Check(tt.o))
+			err := policy.CheckMerged(tpl, tt.o)
+			if tt.field == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorIs(t, err, ErrOverrideRefused)
+			var refused *RefusedError
+			require.ErrorAs(t, err, &refused)
+			assert.Equal(t, tt.field, refused.Field)
+			assert.Equal(t, tt.rule, refused.Rule)
+		})
+	}
+}

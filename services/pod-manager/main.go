@@ -87,6 +87,7 @@ type options struct {
 	maxTagListPages              int
 	allowedRegistries            []string
 	registryProxy                *url.URL
+	registryNoProxy              []string
 	kubeconfig                   string
 	owner                        string
 	runUnclaimed                 bool
@@ -122,9 +123,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.allowedRegistries = splitList(v)
 		return nil
 	})
-	fs.Func("registry-proxy", "URL of an HTTP(S) or SOCKS5 proxy through which image lookups reach registries, e.g. http://proxy.example:3128; empty (default): none. The environment's HTTPS_PROXY and HTTP_PROXY are ignored. The proxy may be at any address but a link-local one; each registry's own addresses are checked as without a proxy, before the proxy is asked to connect.", func(v string) (err error) {
+	fs.Func("registry-proxy", "URL of an HTTP(S) or SOCKS5 proxy through which image lookups reach registries, e.g. http://proxy.example:3128; empty (default): none. The environment's HTTPS_PROXY, HTTP_PROXY and NO_PROXY are ignored. The proxy may be at any address but a link-local one; each registry's own addresses are checked as without a proxy, and the proxy is asked to connect to the address checked (CONNECT ip:port), never to the name.", func(v string) (err error) {
 		o.registryProxy, err = imagemeta.ParseProxyURL(v)
 		return err
+	})
+	fs.Func("registry-no-proxy", "Comma-separated registries reached without --registry-proxy, as NO_PROXY: hosts (with their subdomains), host:port, .suffix or *.suffix (subdomains only), IP addresses, CIDR ranges, * for all; empty (default): none. localhost and loopback addresses never go through the proxy. Their addresses are checked all the same.", func(v string) error {
+		o.registryNoProxy = splitList(v)
+		return nil
 	})
 	fs.BoolVar(&o.enablePrivateRegistryTLS, "enable-private-registries-tls", false, "Trust the CA certificates in --tls-secret-path (ca.crt, ca.pem) for registries.")
 	fs.StringVar(&o.tlsSecretPath, "tls-secret-path", "/var/tmp/tls-secret/", "Directory of CA certificates for registries.")
@@ -277,7 +282,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var current atomic.Pointer[templates.Templates]
 	current.Store(tpl)
 
-	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy,
+	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy, NoProxy: o.registryNoProxy,
 		TagListTTL: o.tagListTTL, MaxLookups: o.maxRegistryLookups, MaxUnclaimedLookups: o.maxUnclaimedLookups, MaxConfigSize: o.maxImageConfigSize,
 		MaxTagListSize: o.maxTagListSize, MaxTagPages: o.maxTagListPages}
 	pullSecret := ""

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/templatemerge"
+	"github.com/fnrunner/fnrunner/services/pod-manager/templates"
 	"github.com/fnrunner/fnrunner/tests/porchfiles"
 )
 
@@ -67,6 +68,8 @@ func TestPorchFunctionConfigsPassTheDefaultPolicy(t *testing.T) {
 			continue
 		}
 		assert.NoError(t, o.overridePolicy.Check(fc.Spec.PodExecutor.TemplateOverrides), "FunctionConfig %s", u.GetName())
+		tpl := templates.DefaultPodTemplate("porch-fn-system", "wrapper")
+		assert.NoError(t, o.overridePolicy.CheckMerged(&tpl.Template, fc.Spec.PodExecutor.TemplateOverrides), "FunctionConfig %s merged", u.GetName())
 	}
 	assert.Equal(t, 19, n, "porch's FunctionConfigs")
 }

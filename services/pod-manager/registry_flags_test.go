@@ -48,3 +48,23 @@ func TestRegistryBoundFlags(t *testing.T) {
 		})
 	}
 }
+
+// --registry-no-proxy is a comma-separated list, as NO_PROXY.
+func TestRegistryNoProxyFlag(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{name: "default: none"},
+		{name: "empty", args: []string{"--registry-no-proxy="}},
+		{name: "list", args: []string{"--registry-proxy=http://proxy.example:3128", "--registry-no-proxy=registry.internal, .svc.cluster.local,,10.0.0.0/8"},
+			want: []string{"registry.internal", ".svc.cluster.local", "10.0.0.0/8"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseFlags(append([]string{"--wrapper-server-image=wrapper"}, tt.args...), io.Discard)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, o.registryNoProxy)
+		})
+	}
+}

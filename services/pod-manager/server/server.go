@@ -168,8 +168,9 @@ func (s *Server) evaluate(ctx context.Context, req *evalwire.Request) (*evalwire
 	}
 }
 
-// errNotAllowed: the pod-manager's allow-lists refuse what the call or its
-// FunctionConfig asks for.
+// errNotAllowed: the pod-manager's allow-lists refuse what the call asks
+// for (a FunctionConfig's refused overrides are
+// templatemerge.ErrOverrideRefused).
 var errNotAllowed = errors.New("not allowed")
 
 // checkUnclaimed refuses image (ref, parsed) when no FunctionConfig claims
@@ -233,6 +234,9 @@ func toStatus(err error) error {
 	case errors.As(err, &notClaimed), errors.Is(err, imagematch.ErrNoTag):
 		code = codes.NotFound
 	case errors.Is(err, imagemeta.ErrNoEntrypoint), errors.Is(err, errBadOverrides), errors.Is(err, templatemerge.ErrOverrideRefused):
+		// The FunctionConfig is the problem, not the caller: every
+		// templateOverrides refusal (service account, securityContext,
+		// env, resources) alike.
 		code = codes.FailedPrecondition
 	case errors.Is(err, imagemeta.ErrForbiddenAddress), errors.Is(err, errNotAllowed):
 		code = codes.PermissionDenied
@@ -319,6 +323,12 @@ func (s *Server) function(ctx context.Context, image string) (podcache.Function,
 	if err != nil {
 		return podcache.Function{}, fmt.Errorf("function %q: %w", image, err)
 	}
+	tpls := s.templates()
+	// The overrides merged into the template must fit it and the policy,
+	// before the registry is asked anything.
+	if err := s.opts.OverridePolicy.CheckMerged(&tpls.Pod.Template, settings.overrides); err != nil {
+		return podcache.Function{}, fmt.Errorf("function %q: FunctionConfig %s/%s: %w (%s)", image, fc.GetNamespace(), fc.GetName(), err, overrideFlag(err))
+	}
 	mctx, span := telemetry.Start(ctx, "image metadata", telemetry.AttrImage.String(ref.String()))
 	meta, err := s.resolver.Resolve(mctx, ref.String(), lookup...)
 	// The span records the code the call will be answered with.
@@ -331,7 +341,7 @@ func (s *Server) function(ctx context.Context, image string) (podcache.Function,
 		Image:      ref.Repository() + "@" + meta.Digest,
 		Entrypoint: meta.Entrypoint,
 		Overrides:  settings.overrides,
-		Templates:  s.templates(),
+		Templates:  tpls,
 		PullSecret: s.opts.PullSecret,
 	}
 	f := settings.function
@@ -442,7 +452,12 @@ func warmUpImages(tables *executortable.Tables) []string {
 		if err != nil {
 			continue
 		}
-		out = append(out, imagematch.Reference{Prefix: np, Name: fc.GetImage(), Tag: tag}.String())
+		ref := imagematch.Reference{Prefix: np, Name: fc.GetImage(), Tag: tag}
+		if strings.HasPrefix(tag, "sha256:") {
+			// A digest claim: name@sha256:…, not name:sha256:….
+			ref.Tag, ref.Digest = "", tag
+		}
+		out = append(out, ref.String())
 	}
 	return out
 }

@@ -71,6 +71,9 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 	}, {
 		Namespace: "ns", Name: "with-cpu", Image: "with-cpu", Prefixes: []string{""},
 		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"container": {"resources": {"limits": {"cpu": "64"}}}}`)},
+	}, {
+		Namespace: "ns", Name: "with-init-request", Image: "with-init-request", Prefixes: []string{""},
+		Pod: &configpb.PodExecutor{Tags: []string{"v1"}, TemplateOverridesJson: []byte(`{"initContainer": {"resources": {"requests": {"cpu": "1"}}}}`)},
 	}}})
 
 	tests := []struct {
@@ -101,9 +104,9 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 		{name: "unclaimed image outside --allowed-unclaimed-images", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1",
 			code: codes.PermissionDenied, message: "--allowed-unclaimed-images", opts: func(o *Options) { o.UnclaimedPrefixes = []string{"ghcr.io/kptdev/krm-functions-catalog"} }},
 		{name: "templateOverrides.serviceAccountName not allowed", tables: tables, resolver: good, image: "with-sa:v1",
-			code: codes.PermissionDenied, message: "cluster-admin-sa", opts: func(o *Options) { o.OverrideServiceAccounts = []string{"fn-runner"} }},
+			code: codes.FailedPrecondition, message: "cluster-admin-sa", opts: func(o *Options) { o.OverrideServiceAccounts = []string{"fn-runner"} }},
 		{name: "templateOverrides.securityContext not allowed", tables: tables, resolver: good, image: "with-sc:v1",
-			code: codes.PermissionDenied, message: "templateOverrides.securityContext", opts: func(o *Options) { o.DenyOverrideSecurityContext = true }},
+			code: codes.FailedPrecondition, message: "templateOverrides.securityContext", opts: func(o *Options) { o.DenyOverrideSecurityContext = true }},
 		// Refused overrides: the FunctionConfig must change, or the flag.
 		{name: "templateOverrides secretKeyRef not allowed", tables: tables, resolver: good, image: "with-secret:v1", code: codes.FailedPrecondition,
 			message: `FunctionConfig ns/with-secret: templateOverrides.container.env[0].valueFrom.secretKeyRef: Secret "fnrunner-ca" is not allowed (--allowed-override-secrets)`},
@@ -111,6 +114,9 @@ func TestFailuresBeforeThePodAreMappedByType(t *testing.T) {
 			code: codes.DeadlineExceeded, message: "no pod was ready", opts: func(o *Options) { o.OverridePolicy.AllowedSecrets = []string{"fnrunner-ca"} }},
 		{name: "templateOverrides resources over the bound", tables: tables, resolver: good, image: "with-cpu:v1", code: codes.FailedPrecondition,
 			message: "FunctionConfig ns/with-cpu: templateOverrides.container.resources.limits.cpu: 64 is above the bound 2 (--max-override-cpu)",
+			opts:    func(o *Options) { o.OverridePolicy.MaxCPU = resource.MustParse("2") }},
+		{name: "templateOverrides merged: a request above the template's limit", tables: tables, resolver: good, image: "with-init-request:v1", code: codes.FailedPrecondition,
+			message: "FunctionConfig ns/with-init-request: templateOverrides merged into the init container copy-wrapper-server: resources.requests.cpu: 1 is above the limit 500m (--max-override-cpu)",
 			opts:    func(o *Options) { o.OverridePolicy.MaxCPU = resource.MustParse("2") }},
 		{name: "no pod before the deadline", tables: tables, resolver: good, runUnclaimed: true, image: "fn:v1", code: codes.DeadlineExceeded, message: "no pod was ready"},
 		// Porch after April 2026: an image without tag, and a tag field

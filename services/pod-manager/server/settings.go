@@ -92,10 +92,10 @@ func readOverrides(raw []byte, o *v1alpha1.TemplateOverrides, opts Options) erro
 		return fmt.Errorf("%w: %w", errBadOverrides, err)
 	}
 	if sa := o.ServiceAccountName; sa != "" && !slices.Contains(opts.OverrideServiceAccounts, "*") && !slices.Contains(opts.OverrideServiceAccounts, sa) {
-		return fmt.Errorf("templateOverrides.serviceAccountName %q: %w (--allowed-override-service-accounts)", sa, errNotAllowed)
+		return fmt.Errorf("templateOverrides.serviceAccountName %q: %w: not allowed (--allowed-override-service-accounts)", sa, templatemerge.ErrOverrideRefused)
 	}
 	if o.SecurityContext != nil && opts.DenyOverrideSecurityContext {
-		return fmt.Errorf("templateOverrides.securityContext: %w (--allow-override-security-context=false)", errNotAllowed)
+		return fmt.Errorf("templateOverrides.securityContext: %w: not allowed (--allow-override-security-context=false)", templatemerge.ErrOverrideRefused)
 	}
 	if err := opts.OverridePolicy.Check(o); err != nil {
 		return fmt.Errorf("%w (%s)", err, overrideFlag(err))

@@ -1,8 +1,10 @@
 // Load and fault tests on loopback: the real gateway, config-reconciler and
 // binary-runner (tests/stack), real and hostile functions. Every scenario
-// accounts for each call it sends (tests/ledger): none may go unanswered or
-// be answered twice, and every error must carry a clear status message.
-// Nothing here asserts a duration.
+// accounts for each call it sends (tests/ledger): none may go unanswered,
+// and every error must carry a clear status message. Where its calls can
+// go through tests/testfns/record, the function notes each run on its side
+// and no call may have run twice, or been answered OK without running once
+// (ledger.CheckExecutions). Nothing here asserts a duration.
 package faults_test
 
 import (
@@ -50,6 +52,41 @@ func pid(t *testing.T, s *stack.Stack, service string) int {
 	p, err := s.Pid(service)
 	require.NoError(t, err)
 	return p
+}
+
+// recordImage is tests/testfns/record through its binary FunctionConfig
+// (testdata/hostile.yaml).
+const recordImage = "example.com/test/record:v1"
+
+// record calls the record function through client: call i notes its run
+// in the ledger file runs (ledger.RecordInput).
+func record(client pb.FunctionEvaluatorClient, runs string) ledger.Call {
+	return func(ctx context.Context, i int) error {
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: recordImage, ResourceList: []byte(ledger.RecordInput(runs, i))})
+		return err
+	}
+}
+
+// records makes the record function's ledger files, one for each name,
+// empty and writable by every uid, in a directory of their own below /tmp
+// that every uid may enter: with the sandbox's uid layer each call runs as
+// a uid of its own, and a test's temporary directory is closed to them. It
+// returns the binary-runner's flag that lets functions write there and the
+// files by name.
+func records(t *testing.T, names ...string) (string, map[string]string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "records-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	files := map[string]string{}
+	for _, name := range names {
+		f := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(f, nil, 0o666))
+		require.NoError(t, os.Chmod(f, 0o666))
+		files[name] = f
+	}
+	return "--sandbox-read-write-paths=" + dir, files
 }
 
 // hostile reads the FunctionConfigs of the test functions (tests/testfns).
@@ -102,15 +139,19 @@ func goroutines(metrics string) (int, error) {
 	return 0, fmt.Errorf("no go_goroutines at %s", metrics)
 }
 
-// 1,000 calls at once through the gateway: all answered, and the gateway's
-// goroutines, open files and memory come back down afterwards.
+// 1,000 calls at once through the gateway, to the record function (each a
+// process in the binary-runner's sandbox: most wait in its admission
+// queue): all answered, each run once, and the gateway's goroutines, open
+// files and memory come back down afterwards.
 func TestThousandConcurrentCalls(t *testing.T) {
 	metrics, err := localstack.FreeAddress()
 	require.NoError(t, err)
-	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--metrics-address=" + metrics}})
+	writable, runs := records(t, "warm-up", "1000")
+	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--metrics-address=" + metrics},
+		BinaryRunnerArgs: []string{writable}, Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	gw := pid(t, s, "gateway")
 	// Warm up (connections, caches), then take the baseline.
-	warm := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
+	warm := ledger.Run(context.Background(), ledger.Options{Calls: 10, Concurrency: 2}, record(s.Client(), runs["warm-up"]))
 	require.Equal(t, 10, warm.OK, "warm-up: %v", warm)
 	baseFiles, err := procstat.OpenFiles(gw)
 	require.NoError(t, err)
@@ -134,10 +175,11 @@ func TestThousandConcurrentCalls(t *testing.T) {
 		}
 	}()
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 1000, Concurrency: 1000, Deadline: 2 * time.Minute},
-		evaluate(s, "set-namespace:v0.4.5", stack.Input))
+		record(s.Client(), runs["1000"]))
 	close(stop)
 	<-sampled
 	ledger.Check(t, "1000 concurrent", r)
+	ledger.CheckExecutions(t, "1000 concurrent", r, runs["1000"])
 	assert.Equal(t, 1000, r.OK, "calls OK of 1000")
 
 	peakRSS, err := procstat.PeakRSS(gw)
@@ -163,18 +205,14 @@ func TestThousandConcurrentCalls(t *testing.T) {
 func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 	// The record function notes each run on its side, in a ledger the
 	// sandbox lets it write: no call may run twice, whatever the caller saw.
-	ledgerDir := t.TempDir()
-	runs := filepath.Join(ledgerDir, "runs")
+	writable, files := records(t, "runs")
+	runs := files["runs"]
 	s := stack.Start(t, stack.Options{GatewayArgs: []string{"--disable-runtimes=go", "--executor-connect-timeout=1m"},
-		BinaryRunnerArgs: []string{"--sandbox-read-write-paths=" + ledgerDir},
+		BinaryRunnerArgs: []string{writable},
 		Configs:          map[string]string{"hostile.yaml": hostile(t)}})
 	const calls, concurrency = 400, 8
-	client := s.Client()
 	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
-		func(ctx context.Context, i int) error {
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1", ResourceList: []byte(ledger.RecordInput(runs, i))})
-			return err
-		})
+		record(s.Client(), runs))
 	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
 	require.NoError(t, s.Kill("binary-runner"))
 	// Calls keep arriving at the gateway while the runner is down.
@@ -191,9 +229,11 @@ func TestBinaryRunnerKilledMidLoad(t *testing.T) {
 }
 
 // The gateway starts while the config-reconciler is down: it is not ready
-// and answers Unavailable; when the reconciler appears, it becomes ready.
+// and answers Unavailable, and no call reaches a function; when the
+// reconciler appears, it becomes ready.
 func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
-	s := stack.Start(t, stack.Options{})
+	writable, runs := records(t, "probe", "down", "back")
+	s := stack.Start(t, stack.Options{BinaryRunnerArgs: []string{writable}, Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	for _, svc := range []string{"config-reconciler", "gateway"} {
 		require.NoError(t, s.Kill(svc))
 	}
@@ -203,12 +243,13 @@ func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "set-namespace:v0.4.5", ResourceList: []byte(stack.Input)})
+		err := record(client, runs["probe"])(ctx, 0)
 		return strings.Contains(status.Convert(err).Message(), "executor table")
 	}, harness.Wait, 20*time.Millisecond, "gave up waiting for the gateway to answer")
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4, Deadline: 10 * time.Second},
-		evaluate(s, "set-namespace:v0.4.5", stack.Input))
+		record(client, runs["down"]))
 	ledger.Check(t, "no config-reconciler", r, codes.Unavailable)
+	assert.Zero(t, ledger.CheckExecutions(t, "no config-reconciler", r, runs["down"]), "calls run without an executor table")
 	assert.Zero(t, r.OK, "calls OK without an executor table")
 	if err := r.Errors[codes.Unavailable]; err != nil {
 		assert.ErrorContains(t, err, "config-reconciler", "Unavailable does not point at the config-reconciler")
@@ -220,32 +261,45 @@ func TestConfigReconcilerDownAtGatewayStart(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, s.WaitServing(ctx), "gateway not SERVING once the config-reconciler is up")
-	r = ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
+	probes, err := os.ReadFile(runs["probe"])
+	require.NoError(t, err)
+	assert.Empty(t, string(probes), "probe calls run without an executor table")
+	r = ledger.Run(context.Background(), ledger.Options{Calls: 20, Concurrency: 4}, record(client, runs["back"]))
 	ledger.Check(t, "config-reconciler back", r)
+	ledger.CheckExecutions(t, "config-reconciler back", r, runs["back"])
+	assert.Equal(t, 20, r.OK, "calls OK once the config-reconciler is back")
 }
 
 // Hostile functions, called together with well-behaved ones: a function that
 // hangs is killed at the deadline, one that floods stdout is cut off at the
 // message limit, one that leaves children behind loses them; ordinary calls
-// are unaffected and the runner's memory stays bounded.
+// (the record function's) are unaffected, each run once, and the runner's
+// memory stays bounded.
 func TestHostileFunctions(t *testing.T) {
-	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
+	writable, runs := records(t, "ordinary")
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}, BinaryRunnerArgs: []string{writable}})
 	runner := pid(t, s, "binary-runner")
 	require.NoError(t, procstat.ResetPeak(runner))
-	images := []string{"example.com/test/hang:v1", "example.com/test/flood:v1", "example.com/test/orphan:v1", "set-namespace:v0.4.5"}
+	images := []string{"example.com/test/hang:v1", "example.com/test/flood:v1", "example.com/test/orphan:v1", recordImage}
 	want := []codes.Code{codes.DeadlineExceeded, codes.ResourceExhausted, codes.OK, codes.OK}
+	const ordinary = 3 // images[3]: the record function
 	got := make([]atomic.Int32, len(images))
 	client := s.Client()
 	r := ledger.Run(context.Background(), ledger.Options{Calls: 40, Concurrency: 8, Deadline: 3 * time.Second},
 		func(ctx context.Context, i int) error {
 			k := i % len(images)
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: images[k], ResourceList: []byte(stack.Input)})
+			rl := stack.Input
+			if k == ordinary {
+				rl = ledger.RecordInput(runs["ordinary"], i)
+			}
+			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: images[k], ResourceList: []byte(rl)})
 			if status.Code(err) == want[k] {
 				got[k].Add(1)
 			}
 			return err
 		})
 	ledger.Check(t, "hostile functions", r, codes.DeadlineExceeded, codes.ResourceExhausted)
+	ledger.CheckExecutionsOf(t, "hostile functions, ordinary calls", r, runs["ordinary"], func(i int) bool { return i%len(images) == ordinary })
 	for k, image := range images {
 		assert.Equal(t, int32(10), got[k].Load(), "%s: calls of 10 answered %v", image, want[k])
 	}
@@ -353,9 +407,10 @@ func TestAdmissionQueueBytesFull(t *testing.T) {
 }
 
 // Bad requests and a bad FunctionConfig each get a clear error, and the
-// gateway keeps serving.
+// gateway keeps serving (the record function's calls, each run once).
 func TestBadInputs(t *testing.T) {
-	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
+	writable, runs := records(t, "after")
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}, BinaryRunnerArgs: []string{writable}})
 	big := stack.Input + "# " + strings.Repeat("x", 7<<20) + "\n"
 	for _, tc := range []struct {
 		name, image, rl string
@@ -383,8 +438,10 @@ func TestBadInputs(t *testing.T) {
 		})
 	}
 	assert.Contains(t, s.Logs(), "spec.binaryExecutor.path", "the config-reconciler does not say why it refused the traversal FunctionConfig")
-	r := ledger.Run(context.Background(), ledger.Options{Calls: 5}, evaluate(s, "set-namespace:v0.4.5", stack.Input))
+	r := ledger.Run(context.Background(), ledger.Options{Calls: 5}, record(s.Client(), runs["after"]))
 	ledger.Check(t, "after bad inputs", r)
+	ledger.CheckExecutions(t, "after bad inputs", r, runs["after"])
+	assert.Equal(t, 5, r.OK, "calls OK after bad inputs")
 }
 
 // TestLargeResourceListMemory sends one 64 MiB ResourceList through
@@ -432,10 +489,11 @@ func starlarkInput(script string) string {
 // executor's entry): unbounded recursion fails the call (the call-depth
 // limit) and only the call,
 // a script that never ends is stopped at the caller's deadline, and each is
-// followed by ordinary calls that succeed on a binary-runner that never
-// stopped serving.
+// followed by ordinary calls (starlark's and the record function's, each
+// run once) that succeed on a binary-runner that never stopped serving.
 func TestHostileStarlark(t *testing.T) {
-	s := stack.Start(t, stack.Options{})
+	writable, runs := records(t, "unbounded recursion", "a loop that never ends")
+	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}, BinaryRunnerArgs: []string{writable}})
 	runner := pid(t, s, "binary-runner")
 	starlarkExe, err := filepath.EvalSymlinks(filepath.Join(s.FunctionsDir, "starlark"))
 	require.NoError(t, err)
@@ -457,14 +515,16 @@ func TestHostileStarlark(t *testing.T) {
 			defer cancel()
 			require.NoError(t, s.WaitHealthy(ctx, "binary-runner"), "the binary-runner stopped serving")
 			assert.Equal(t, runner, pid(t, s, "binary-runner"), "the binary-runner was restarted")
+			recorded := func(i int) bool { return i%2 == 0 }
 			r = ledger.Run(context.Background(), ledger.Options{Calls: 4, Concurrency: 2, Deadline: 20 * time.Second},
 				func(ctx context.Context, i int) error {
-					if i%2 == 0 {
-						return evaluate(s, "set-namespace:v0.4.5", stack.Input)(ctx, i)
+					if recorded(i) {
+						return record(s.Client(), runs[tc.name])(ctx, i)
 					}
 					return evaluate(s, "starlark:v0.5.5", starlarkInput("print('hello')"))(ctx, i)
 				})
 			ledger.Check(t, "ordinary calls after "+tc.name, r)
+			ledger.CheckExecutionsOf(t, "ordinary calls after "+tc.name, r, runs[tc.name], recorded)
 			require.Eventually(t, func() bool { return len(procstat.Running(starlarkExe)) == 0 }, harness.Wait, 20*time.Millisecond,
 				"a starlark process outlived its call")
 		})
@@ -479,16 +539,9 @@ func TestHostileStarlark(t *testing.T) {
 // call after succeeds on the other within its deadline; no call runs twice,
 // even once the stopped runner goes on.
 func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
-	// Where every call's uid (the sandbox's uid layer) may record its run.
-	ledgerDir, err := os.MkdirTemp("/tmp", "runners-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(ledgerDir) })
-	require.NoError(t, os.Chmod(ledgerDir, 0o777))
-	runs := filepath.Join(ledgerDir, "runs")
-	for _, f := range []string{runs + "-both", runs + "-one-stopped"} {
-		require.NoError(t, os.WriteFile(f, nil, 0o666))
-		require.NoError(t, os.Chmod(f, 0o666))
-	}
+	// Each run of calls records its executions in a file of its own, which
+	// every call's uid (the sandbox's uid layer) may write.
+	writable, runs := records(t, "both", "one-stopped")
 	s := stack.Start(t, stack.Options{Configs: map[string]string{"hostile.yaml": hostile(t)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -497,7 +550,7 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 		m, err := localstack.FreeAddress()
 		require.NoError(t, err)
 		name := fmt.Sprintf("binary-runner-%d", i+1)
-		a, err := s.StartBinaryRunner(name, "--metrics-address="+m, "--sandbox-read-write-paths="+ledgerDir, fmt.Sprintf("--sandbox-first-uid=%d", 3300000+i*10000))
+		a, err := s.StartBinaryRunner(name, "--metrics-address="+m, writable, fmt.Sprintf("--sandbox-first-uid=%d", 3300000+i*10000))
 		require.NoError(t, err)
 		require.NoError(t, s.WaitHealthy(ctx, name))
 		addrs, metrics = append(addrs, a), append(metrics, m)
@@ -512,18 +565,9 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 	handled := func(i int) float64 {
 		return metric(metrics[i], `fnrunner_grpc_server_handled_total{code="OK",method="/evaluator.FunctionEvaluator/EvaluateFunction"}`)
 	}
-	// Each run of calls records its executions in a file of its own.
-	record := func(runs string) ledger.Call {
-		return func(ctx context.Context, i int) error {
-			_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/test/record:v1",
-				ResourceList: []byte(ledger.RecordInput(runs, i))})
-			return err
-		}
-	}
-
-	r := ledger.Run(ctx, ledger.Options{Calls: 20, Concurrency: 2, Deadline: 30 * time.Second}, record(runs+"-both"))
+	r := ledger.Run(ctx, ledger.Options{Calls: 20, Concurrency: 2, Deadline: 30 * time.Second}, record(client, runs["both"]))
 	ledger.Check(t, "two binary-runners", r)
-	ledger.CheckExecutions(t, "two binary-runners", r, runs+"-both")
+	ledger.CheckExecutions(t, "two binary-runners", r, runs["both"])
 	first := []float64{handled(0), handled(1)}
 	t.Logf("calls handled by each binary-runner: %v", first)
 	assert.Positive(t, first[0], "binary-runner-1 got no call")
@@ -536,7 +580,7 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 	// One call at a time: only one can be on its way to the stopped runner
 	// when the gateway gives its connection up.
 	const calls = 6
-	r = ledger.Run(ctx, ledger.Options{Calls: calls, Concurrency: 1, Deadline: 45 * time.Second}, record(runs+"-one-stopped"))
+	r = ledger.Run(ctx, ledger.Options{Calls: calls, Concurrency: 1, Deadline: 45 * time.Second}, record(client, runs["one-stopped"]))
 	ledger.Check(t, "one binary-runner stopped", r, codes.Unavailable)
 	assert.LessOrEqual(t, r.Codes[codes.Unavailable], 1, "calls Unavailable: only one can have gone to the stopped runner")
 	assert.GreaterOrEqual(t, r.OK, calls-1, "calls OK with one binary-runner stopped")
@@ -548,7 +592,7 @@ func TestTwoBinaryRunnersShareTheLoad(t *testing.T) {
 	// been sent (the caller was told it may have run): once at most.
 	require.NoError(t, syscall.Kill(stopped, syscall.SIGCONT))
 	require.NoError(t, s.WaitHealthy(ctx, "binary-runner-1"))
-	ledger.CheckExecutions(t, "one binary-runner stopped", r, runs+"-one-stopped")
+	ledger.CheckExecutions(t, "one binary-runner stopped", r, runs["one-stopped"])
 }
 
 // A real Go runtime crash in the binary-runner's go executor, not a signal:

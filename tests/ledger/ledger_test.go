@@ -31,7 +31,6 @@ func TestAccountsForEveryCall(t *testing.T) {
 		{"ok", r.OK, 25},
 		{"failed", r.Failed, 75},
 		{"unanswered", r.Unanswered, 0},
-		{"answered twice", r.Twice, 0},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			assert.Equal(t, c.want, c.got, "report %v", r)

@@ -28,21 +28,27 @@ import (
 	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
-// inBackground calls image through client in the background.
-func inBackground(client pb.FunctionEvaluatorClient, image string, opts ledger.Options) *ledger.Progress {
-	return ledger.Background(context.Background(), opts, func(ctx context.Context, _ int) error {
-		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
+// recording calls image, an image of tests/testfns/record, through
+// client: call i notes its run in the ledger file runs and answers after
+// sleep.
+func recording(client pb.FunctionEvaluatorClient, image, runs string, sleep time.Duration) ledger.Call {
+	return func(ctx context.Context, i int) error {
+		_, err := client.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(ledger.RecordInputSleeping(runs, i, sleep))})
 		return err
-	})
+	}
 }
 
 // Function pods are deleted while calls run on them: every call is answered,
-// OK or Unavailable with a message, and the function keeps being served.
+// OK or Unavailable with a message, none ran twice, and the function keeps
+// being served.
 func TestPodDeletedMidCall(t *testing.T) {
 	f := start(t)
-	image := f.host + "/fns/slow:v1"
+	// Pods set as slow's (maxParallelExecutions 2) running the record
+	// function, which takes half a second as slow does.
+	image := f.host + "/fns/record-slow:v1"
 	const calls, concurrency = 40, 4
-	run := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
+	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
+		recording(f.gateway, image, f.runs, 500*time.Millisecond))
 	require.Eventually(t, func() bool { return run.Answered() >= 4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for calls answered by a slow pod")
 	deleted := 0
 	for _, p := range f.pods(t) {
@@ -54,36 +60,43 @@ func TestPodDeletedMidCall(t *testing.T) {
 	require.NotZero(t, deleted, "no running pod to delete")
 	r := run.Wait()
 	ledger.Check(t, "pods deleted mid-call", r, codes.Unavailable)
+	ledger.CheckExecutions(t, "pods deleted mid-call", r, f.runs)
 	assert.GreaterOrEqual(t, r.OK, calls-deleted*2, "calls OK of %d after deleting %d pods", calls, deleted)
-	_, err := f.gateway.EvaluateFunction(context.Background(), &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
-	assert.NoError(t, err, "after the pods were deleted")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	assert.NoError(t, recording(f.gateway, image, f.ledger(t, "after"), 0)(ctx, 0), "after the pods were deleted")
 }
 
 // The pod-manager is restarted (SIGTERM, then started again) under load:
-// calls in flight finish, calls that arrive meanwhile wait for it, and the
-// new process adopts the pods.
+// calls in flight finish, calls that arrive meanwhile wait for it, none
+// runs twice, and the new process adopts the pods.
 func TestPodManagerRestartedUnderLoad(t *testing.T) {
 	f := start(t)
-	image := f.host + "/fns/steady:v1"
+	// A pod set as steady's (its TTL outlasts the test) running the record
+	// function.
+	image := f.host + "/fns/record-steady:v1"
 	const calls, concurrency = 200, 8
-	run := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute})
+	run := ledger.Background(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
+		recording(f.gateway, image, f.runs, 20*time.Millisecond))
 	require.Eventually(t, func() bool { return run.Answered() >= calls/4 }, harness.Wait, 20*time.Millisecond, "gave up waiting for a quarter of the calls answered")
 	f.restartPodManager(t)
 	r := run.Wait()
 	ledger.Check(t, "pod-manager restarted", r, codes.Unavailable)
+	ledger.CheckExecutions(t, "pod-manager restarted", r, f.runs)
 	assert.LessOrEqual(t, r.Codes[codes.Unavailable], concurrency, "calls Unavailable; at most the %d in flight may fail", concurrency)
 	steady := 0
 	for _, p := range f.kubelet.StartedPods() {
-		if strings.HasPrefix(p, "steady-") {
+		if strings.HasPrefix(p, "record-steady-") {
 			steady++
 		}
 	}
-	assert.Equal(t, 1, steady, "pods started: %v; the restarted pod-manager should adopt the one steady pod", f.kubelet.StartedPods())
+	assert.Equal(t, 1, steady, "pods started: %v; the restarted pod-manager should adopt the one record-steady pod", f.kubelet.StartedPods())
 }
 
 // kube-apiserver goes away and comes back: the gateway keeps serving from
-// its last executor table meanwhile, and the config-reconciler (watching the
-// cluster) resyncs and picks up what changed once it is back.
+// its last executor table meanwhile (the binary executor's record function:
+// no call runs twice), and the config-reconciler (watching the cluster)
+// resyncs and picks up what changed once it is back.
 func TestAPIServerStoppedAndRestarted(t *testing.T) {
 	env := kubeEnvironment(t)
 	ctx := context.Background()
@@ -91,17 +104,22 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 		t.Helper()
 		fc := &v1alpha1.FunctionConfig{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: v1alpha1.FunctionConfigSpec{Image: "set-namespace", Prefixes: []string{prefix},
-				BinaryExecutor: &v1alpha1.BinaryExecutorConfig{Tags: []string{"v0.4.5"}, Path: "set-namespace"}},
+			Spec: v1alpha1.FunctionConfigSpec{Image: "record", Prefixes: []string{prefix},
+				BinaryExecutor: &v1alpha1.BinaryExecutorConfig{Tags: []string{"v1"}, Path: "record"}},
 		}
 		require.NoError(t, env.Client.Create(ctx, fc))
 	}
-	create("set-namespace", "example.com/before")
+	create("record", "example.com/before")
 
 	functions := t.TempDir()
-	require.NoError(t, os.Symlink(harness.Binary(t, "FNRUNNER_SET_NAMESPACE"), filepath.Join(functions, "set-namespace")))
+	require.NoError(t, os.Symlink(harness.Binary(t, "FNRUNNER_RECORD"), filepath.Join(functions, "record")))
+	// Each run of calls notes its executions in a file of its own; the
+	// probes that wait for a FunctionConfig, in one they share.
+	loads := []string{"before the outage", "apiserver down", "after the outage", "after the outage, older config"}
+	ledgerDir, runs := records(t, append([]string{"probe"}, loads...)...)
 	// The config-reconciler watches the cluster (no --config-dir).
 	s := stack.Run(t, localstack.Config{Binaries: stack.Binaries(t), FunctionsDir: functions,
+		BinaryRunnerArgs:     []string{"--sandbox-read-write-paths=" + ledgerDir},
 		ConfigReconcilerArgs: []string{"--kubeconfig=" + kubeconfig(t, env), "--namespace=" + ns, "--leader-elect=false"}})
 	wctx, cancel := context.WithTimeout(ctx, harness.Wait)
 	defer cancel()
@@ -111,38 +129,32 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	gateway := pb.NewFunctionEvaluatorClient(conn)
-	load := func(name, image string) *ledger.Report {
-		r := ledger.Run(ctx, ledger.Options{Calls: 20, Concurrency: 4}, func(ctx context.Context, _ int) error {
-			_, err := gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: image, ResourceList: []byte(input)})
-			return err
-		})
+	load := func(name, image string) {
+		r := ledger.Run(ctx, ledger.Options{Calls: 20, Concurrency: 4}, recording(gateway, image, runs[name], 20*time.Millisecond))
 		ledger.Check(t, name, r)
-		return r
+		ledger.CheckExecutions(t, name, r, runs[name])
 	}
-	harness.WaitFor(t, "the FunctionConfig served", func() bool {
-		_, err := gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/before/set-namespace:v0.4.5", ResourceList: []byte(input)})
-		return err == nil
-	}, reconcilerLog)
-	load("before the outage", "example.com/before/set-namespace:v0.4.5")
+	served := func(image string) func() bool {
+		return func() bool { return recording(gateway, image, runs["probe"], 0)(ctx, 0) == nil }
+	}
+	harness.WaitFor(t, "the FunctionConfig served", served("example.com/before/record:v1"), reconcilerLog)
+	load(loads[0], "example.com/before/record:v1")
 
 	require.NoError(t, env.StopAPIServer())
-	load("apiserver down", "example.com/before/set-namespace:v0.4.5")
+	load(loads[1], "example.com/before/record:v1")
 	health := healthpb.NewHealthClient(conn)
 	hr, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 	assert.NoError(t, err, "gateway health with the apiserver down")
 	assert.Equal(t, healthpb.HealthCheckResponse_SERVING, hr.GetStatus(), "gateway health with the apiserver down; want SERVING from its last table")
 
 	require.NoError(t, env.StartAPIServer())
-	create("set-namespace-after", "example.com/after")
-	harness.WaitFor(t, "the FunctionConfig made after the outage served", func() bool {
-		_, err := gateway.EvaluateFunction(ctx, &pb.EvaluateFunctionRequest{Image: "example.com/after/set-namespace:v0.4.5", ResourceList: []byte(input)})
-		return err == nil
-	}, reconcilerLog)
-	load("after the outage", "example.com/after/set-namespace:v0.4.5")
-	load("after the outage, older config", "example.com/before/set-namespace:v0.4.5")
+	create("record-after", "example.com/after")
+	harness.WaitFor(t, "the FunctionConfig made after the outage served", served("example.com/after/record:v1"), reconcilerLog)
+	load(loads[2], "example.com/after/record:v1")
+	load(loads[3], "example.com/before/record:v1")
 	harness.WaitFor(t, "status written after the outage", func() bool {
 		var fc v1alpha1.FunctionConfig
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "set-namespace-after"}, &fc); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "record-after"}, &fc); err != nil {
 			return false
 		}
 		for _, c := range fc.Status.Conditions {
@@ -156,33 +168,38 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 
 // A burst beyond what a function's pods take at once (256 calls at c=64 on
 // set-namespace: maxParallelExecutions 2, --max-calls-per-pod 16) waits in
-// the pod-manager for room: every call OK, and no pod beyond the two.
+// the pod-manager for room: every call OK and run once, and no pod beyond
+// the two.
 func TestBurstQueuesInThePodManager(t *testing.T) {
 	f := start(t)
-	image := f.host + "/fns/set-namespace:v0.4.5"
+	// Pods set as set-namespace's running the record function.
+	image := f.host + "/fns/record-set-namespace:v1"
 	const calls, concurrency = 256, 64
-	r := inBackground(f.gateway, image, ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute}).Wait()
+	r := ledger.Run(context.Background(), ledger.Options{Calls: calls, Concurrency: concurrency, Deadline: 2 * time.Minute},
+		recording(f.gateway, image, f.runs, 20*time.Millisecond))
 	ledger.Check(t, "burst through the pod path", r)
+	ledger.CheckExecutions(t, "burst through the pod path", r, f.runs)
 	assert.Equal(t, calls, r.OK, "calls OK")
 	started := 0
 	for _, p := range f.kubelet.StartedPods() {
-		if strings.HasPrefix(p, "set-namespace-") {
+		if strings.HasPrefix(p, "record-set-namespace-") {
 			started++
 		}
 	}
-	assert.LessOrEqual(t, started, 2, "set-namespace pods started (maxParallelExecutions 2): %v", f.kubelet.StartedPods())
+	assert.LessOrEqual(t, started, 2, "record-set-namespace pods started (maxParallelExecutions 2): %v", f.kubelet.StartedPods())
 }
 
 // Pods that never become ready: one the scheduler cannot place, one whose
 // readiness never passes. Calls waiting on them fail with Unavailable naming
 // why once --pod-ready-timeout has passed (porch waits 60 s; 3 s here), not
-// at their own deadline, and the pods are deleted.
+// at their own deadline, the function never runs (the record function: the
+// unready pod's wrapper-server is up), and the pods are deleted.
 func TestPodsThatNeverBecomeReady(t *testing.T) {
 	f := start(t)
 	f.kubelet.Unschedulable("/fns/unschedulable")
 	f.kubelet.NeverReady("/fns/unready")
 	for _, ref := range []string{"/fns/unschedulable:v1", "/fns/unready:v1"} {
-		f.registry.Push(t, f.host+ref, v1.Config{Entrypoint: []string{"/fn/set-namespace"}})
+		f.registry.Push(t, f.host+ref, v1.Config{Entrypoint: []string{"/fn/record"}})
 	}
 	// Without warm-up: the test kubelet starts pods one at a time, and
 	// warm pods would keep it from these for seconds.
@@ -195,12 +212,16 @@ func TestPodsThatNeverBecomeReady(t *testing.T) {
 		{"/fns/unready:v1", "readiness probe has not passed"},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			_, err := f.call(t, f.host+tc.image) // a deadline of a minute
-			require.Error(t, err)
-			assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+			name := strings.TrimPrefix(strings.Split(tc.image, ":")[0], "/fns/")
+			runs := f.ledger(t, name)
+			r := ledger.Run(context.Background(), ledger.Options{Calls: 1, Deadline: time.Minute},
+				recording(f.client, f.host+tc.image, runs, 0))
+			ledger.Check(t, name, r, codes.Unavailable)
+			assert.Zero(t, ledger.CheckExecutions(t, name, r, runs), "runs of a function whose pod never became ready")
+			err := r.Errors[codes.Unavailable]
+			require.Error(t, err, "the call's answer: %v", r)
 			assert.Contains(t, status.Convert(err).Message(), tc.why)
 			assert.Contains(t, status.Convert(err).Message(), "not ready after")
-			name := strings.TrimPrefix(strings.Split(tc.image, ":")[0], "/fns/")
 			require.Eventually(t, func() bool {
 				for _, p := range f.pods(t) {
 					if strings.HasPrefix(p.Name, name+"-") && p.DeletionTimestamp == nil {

@@ -135,6 +135,10 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 	push("/fns/crashy:v1", "/fn/set-namespace")
 	push("/fns/slow:v1", "/fn/slow")
 	push("/fns/steady:v1", "/fn/set-namespace")
+	// tests/testfns/record in pods set as those above (testdata).
+	for _, fn := range []string{"set-namespace", "slow", "steady"} {
+		push("/fns/record-"+fn+":v1", "/fn/record")
+	}
 	push("/fns/flaky:v1", "/fn/set-namespace")
 	push("/fns/traced:v1", "/fn/set-namespace")
 	// A function that reports its environment and working directory: the
@@ -178,12 +182,8 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 
 	// The record function's ledger: one file every function may append to,
 	// whatever uid the sandbox runs it as.
-	ledgerDir := filepath.Join(dir, "ledger")
-	require.NoError(t, os.Mkdir(ledgerDir, 0o755))
-	require.NoError(t, os.Chmod(ledgerDir, 0o777))
-	runs := filepath.Join(ledgerDir, "runs")
-	require.NoError(t, os.WriteFile(runs, nil, 0o666))
-	require.NoError(t, os.Chmod(runs, 0o666))
+	ledgerDir, ledgers := records(t, "runs")
+	runs := ledgers["runs"]
 	require.NoError(t, os.Chmod(dir, 0o755))
 
 	k := &kubelet.Kubelet{Client: env.Client, Namespace: ns, WrapperServer: bins.WrapperServer, SandboxHelper: harness.Binary(t, "FNRUNNER_FNSANDBOX"),
@@ -201,6 +201,41 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 	require.NoError(t, s.WaitServing(wctx), "gateway\n%s", s.Log("gateway"))
 	return &fixture{env: env, kubelet: k, stack: s, client: dial(t, s.PodManagerAddress), gateway: dial(t, s.GatewayAddress),
 		host: host, registry: reg, digest: digest, pmArgs: pmArgs, runs: runs}
+}
+
+// records makes ledger files for the record function, one for each name,
+// empty and writable by every uid, in a directory of their own below /tmp
+// that every uid may enter and write (with the sandbox's uid layer each call
+// runs as a uid of its own, and a test's temporary directory is closed to
+// them); it returns the directory (for --sandbox-read-write-paths) and the
+// files by name.
+func records(t testing.TB, names ...string) (string, map[string]string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "records-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	files := map[string]string{}
+	for _, name := range names {
+		files[name] = ledgerFile(t, dir, name)
+	}
+	return dir, files
+}
+
+// ledgerFile makes the empty ledger file name in dir, writable by every uid.
+func ledgerFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(f, nil, 0o666))
+	require.NoError(t, os.Chmod(f, 0o666))
+	return f
+}
+
+// ledger makes another ledger file beside f.runs, for a scenario that
+// accounts for several runs of calls.
+func (f *fixture) ledger(t testing.TB, name string) string {
+	t.Helper()
+	return ledgerFile(t, filepath.Dir(f.runs), name)
 }
 
 // dial connects to a service until the test ends.

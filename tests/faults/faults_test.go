@@ -67,25 +67,11 @@ func record(client pb.FunctionEvaluatorClient, runs string) ledger.Call {
 	}
 }
 
-// records makes the record function's ledger files, one for each name,
-// empty and writable by every uid, in a directory of their own below /tmp
-// that every uid may enter: with the sandbox's uid layer each call runs as
-// a uid of its own, and a test's temporary directory is closed to them. It
-// returns the binary-runner's flag that lets functions write there and the
-// files by name.
+// records is ledger.Records with the binary-runner's flag that lets
+// functions write there.
 func records(t *testing.T, names ...string) (string, map[string]string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "records-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	files := map[string]string{}
-	for _, name := range names {
-		f := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(f, nil, 0o666))
-		require.NoError(t, os.Chmod(f, 0o666))
-		files[name] = f
-	}
+	dir, files := ledger.Records(t, names...)
 	return "--sandbox-read-write-paths=" + dir, files
 }
 

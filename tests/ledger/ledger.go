@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -284,3 +285,40 @@ func (p *Progress) Answered() int { return int(p.answered.Load()) }
 
 // Wait returns the run's report once it is over.
 func (p *Progress) Wait() *Report { return <-p.done }
+
+// Records makes the record function's files, one for each name, empty and
+// writable by every uid, in a directory of their own below /tmp that every
+// uid may enter and write: with the sandbox's uid layer each call runs as a
+// uid of its own, and a test's temporary directory is closed to them. It
+// returns the directory (for --sandbox-read-write-paths) and the files by
+// name; RecordFile adds one.
+func Records(t testing.TB, names ...string) (dir string, files map[string]string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "records-")
+	if err != nil {
+		t.Fatalf("records: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatalf("records: %v", err)
+	}
+	files = map[string]string{}
+	for _, name := range names {
+		files[name] = RecordFile(t, dir, name)
+	}
+	return dir, files
+}
+
+// RecordFile makes the empty record file name in dir, writable by every
+// uid, and returns its path.
+func RecordFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	f := filepath.Join(dir, name)
+	if err := os.WriteFile(f, nil, 0o666); err != nil {
+		t.Fatalf("record file: %v", err)
+	}
+	if err := os.Chmod(f, 0o666); err != nil {
+		t.Fatalf("record file: %v", err)
+	}
+	return f
+}

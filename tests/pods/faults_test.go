@@ -116,7 +116,7 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 	// Each run of calls notes its executions in a file of its own; the
 	// probes that wait for a FunctionConfig, in one they share.
 	loads := []string{"before the outage", "apiserver down", "after the outage", "after the outage, older config"}
-	ledgerDir, runs := records(t, append([]string{"probe"}, loads...)...)
+	ledgerDir, runs := ledger.Records(t, append([]string{"probe"}, loads...)...)
 	// The config-reconciler watches the cluster (no --config-dir).
 	s := stack.Run(t, localstack.Config{Binaries: stack.Binaries(t), FunctionsDir: functions,
 		BinaryRunnerArgs:     []string{"--sandbox-read-write-paths=" + ledgerDir},

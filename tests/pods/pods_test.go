@@ -33,6 +33,7 @@ import (
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubelet"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
+	"github.com/fnrunner/fnrunner/tests/ledger"
 	"github.com/fnrunner/fnrunner/tests/stack"
 	"github.com/fnrunner/fnrunner/tests/testregistry"
 	"github.com/fnrunner/fnrunner/tools/localstack"
@@ -182,7 +183,7 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 
 	// The record function's ledger: one file every function may append to,
 	// whatever uid the sandbox runs it as.
-	ledgerDir, ledgers := records(t, "runs")
+	ledgerDir, ledgers := ledger.Records(t, "runs")
 	runs := ledgers["runs"]
 	require.NoError(t, os.Chmod(dir, 0o755))
 
@@ -203,39 +204,11 @@ func startLogging(t testing.TB, logLevel string) *fixture {
 		host: host, registry: reg, digest: digest, pmArgs: pmArgs, runs: runs}
 }
 
-// records makes ledger files for the record function, one for each name,
-// empty and writable by every uid, in a directory of their own below /tmp
-// that every uid may enter and write (with the sandbox's uid layer each call
-// runs as a uid of its own, and a test's temporary directory is closed to
-// them); it returns the directory (for --sandbox-read-write-paths) and the
-// files by name.
-func records(t testing.TB, names ...string) (string, map[string]string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "records-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	require.NoError(t, os.Chmod(dir, 0o777))
-	files := map[string]string{}
-	for _, name := range names {
-		files[name] = ledgerFile(t, dir, name)
-	}
-	return dir, files
-}
-
-// ledgerFile makes the empty ledger file name in dir, writable by every uid.
-func ledgerFile(t testing.TB, dir, name string) string {
-	t.Helper()
-	f := filepath.Join(dir, name)
-	require.NoError(t, os.WriteFile(f, nil, 0o666))
-	require.NoError(t, os.Chmod(f, 0o666))
-	return f
-}
-
 // ledger makes another ledger file beside f.runs, for a scenario that
 // accounts for several runs of calls.
 func (f *fixture) ledger(t testing.TB, name string) string {
 	t.Helper()
-	return ledgerFile(t, filepath.Dir(f.runs), name)
+	return ledger.RecordFile(t, filepath.Dir(f.runs), name)
 }
 
 // dial connects to a service until the test ends.

@@ -689,7 +689,11 @@ func TestStarlarkPrintIsPerCall(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, codes.DeadlineExceeded, status.Code(<-spun), "the spinning script")
+	// It ends at its deadline, or at its step bound first on a core fast
+	// enough to take a billion steps in 5 s.
+	st := status.Convert(<-spun)
+	assert.True(t, st.Code() == codes.DeadlineExceeded || st.Code() == codes.Internal && strings.Contains(st.Message(), "too many steps"),
+		"the spinning script: %s %q", st.Code(), st.Message())
 	w.ordinary(t, 1)
 	w.serving(t)
 }

@@ -174,15 +174,7 @@ func TestFunctionAttacksOnTheBinaryRunner(t *testing.T) {
 				return scrape(t, metrics, "fnrunner_admission_in_flight_weight") == 0
 			})
 			assert.Empty(t, functionProcesses(t, w.pids["binary-runner"]), "the call's processes outlived its answer")
-			calls, failed := stop()
-			peak := cg.peak(t)
-			t.Logf("binary-runner peak %d MiB of %d MiB; porch beside: %d calls, %d failed", peak>>20, runnerLimit>>20, calls, failed)
-			assert.Zero(t, failed, "porch's calls beside the attack")
-			assert.NotZero(t, calls)
-			assert.Equal(t, "0", cg.oomKills(t), "the binary-runner was OOM-killed")
-			assert.Less(t, peak, int64(runnerLimit), "the binary-runner reached its cgroup's limit")
-			w.serving(t)
-			w.ordinary(t, 2)
+			held(t, w, cg, "binary-runner", runnerLimit, stop)
 		})
 	}
 }

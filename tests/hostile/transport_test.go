@@ -154,17 +154,25 @@ func TestTransportAttacksOnTheGateway(t *testing.T) {
 		t.Run(a.name, func(t *testing.T) {
 			stop := porchBeside(t, w)
 			a.run(t)
-			calls, failed := stop()
-			peak := cg.peak(t)
-			t.Logf("gateway peak %d MiB of %d MiB; porch beside: %d calls, %d failed", peak>>20, gatewayLimit>>20, calls, failed)
-			assert.Zero(t, failed, "porch's calls beside the attack")
-			assert.NotZero(t, calls)
-			assert.Equal(t, "0", cg.oomKills(t), "the gateway was OOM-killed")
-			assert.Less(t, peak, int64(gatewayLimit), "the gateway reached its cgroup's limit")
-			w.serving(t)
-			w.ordinary(t, 2)
+			held(t, w, cg, "gateway", gatewayLimit, stop)
 		})
 	}
+}
+
+// held ends porch's calls beside an attack (stop) and checks that service,
+// in cg, held: never OOM-killed, under its cgroup's limit, every one of
+// porch's calls answered, and it still serves, ordinary calls included.
+func held(t testing.TB, w *world, cg memoryCgroup, service string, limit int64, stop func() (calls, failed int64)) {
+	t.Helper()
+	calls, failed := stop()
+	peak := cg.peak(t)
+	t.Logf("%s peak %d MiB of %d MiB; porch beside: %d calls, %d failed", service, peak>>20, limit>>20, calls, failed)
+	assert.Zero(t, failed, "porch's calls beside the attack")
+	assert.NotZero(t, calls)
+	assert.Equal(t, "0", cg.oomKills(t), "the %s was OOM-killed", service)
+	assert.Less(t, peak, limit, "the %s reached its cgroup's limit", service)
+	w.serving(t)
+	w.ordinary(t, 2)
 }
 
 // startGatewayInCgroup starts the stack with the gateway in a memory

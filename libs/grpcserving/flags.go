@@ -121,6 +121,7 @@ type IntakeFlags struct {
 	MaxUnreadStreams      int
 	MaxReceiveBytes       int64
 	MaxReceiveDuration    time.Duration
+	MinReceiveRate        int64
 	MaxSendDuration       time.Duration
 	MaxUnsentBytes        int64
 }
@@ -128,9 +129,10 @@ type IntakeFlags struct {
 func (f *IntakeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.MaxConnections, "max-connections", 1024, "Most client connections open at once; a new one past it closes the one idle longest (or, with none idle, stalled longest), so a reconnecting client always gets in. 0 = unbounded.")
 	fs.IntVar(&f.MaxConnectionsPerPeer, "max-connections-per-peer", 64, "Most client connections open from one IP; a new one past it closes one of that IP's idle connections, or is refused. 0 = unbounded.")
-	fs.IntVar(&f.MaxUnreadStreams, "max-unread-streams", 1536, fmt.Sprintf("Most calls whose request is not being read yet, on all connections (each may hold %d KiB of its request and its header list); a new call past it takes the place of the oldest of a connection holding more, or is refused with ResourceExhausted. 0 = unbounded.", ServerStreamWindow>>10))
-	fs.Int64Var(&f.MaxReceiveBytes, "max-receive-bytes", 0, "Memory for requests being read, each counted at the largest message (--max-request-body-size): as many are read at once as fit, one connection at most half of them, the others wait their turn. 0 = 8 largest messages.")
+	fs.IntVar(&f.MaxUnreadStreams, "max-unread-streams", 1536, fmt.Sprintf("Most calls whose request is not being read yet, on all connections (each may hold %d KiB of its request and its header list); a new call past it takes the place of the oldest of a client IP holding more, or is refused with ResourceExhausted. 0 = unbounded.", ServerStreamWindow>>10))
+	fs.Int64Var(&f.MaxReceiveBytes, "max-receive-bytes", 0, "Memory for requests being read, each counted at the largest message (--max-request-body-size): as many are read at once as fit, one client IP at most half of them, the others wait their turn. 0 = 8 largest messages.")
 	fs.DurationVar(&f.MaxReceiveDuration, "max-receive-duration", 30*time.Second, "How long a call's request may take to arrive in full, from its first frame; past it the call ends and nothing is run. 0 = no bound.")
+	fs.Int64Var(&f.MinReceiveRate, "min-receive-rate", 32<<10, fmt.Sprintf("Least a client connection must send, in bytes a second over each %s, while one of its requests is being read; a call on a slower connection ends and nothing is run, giving its place up before --max-receive-duration. 0 = no bound.", intake.DefaultReceiveRateWindow))
 	fs.Int64Var(&f.MaxUnsentBytes, "max-unsent-bytes", 0, "Answers one client connection may have waiting to leave, in bytes; past it, no more of its requests are read until its client takes some. 0 = 2 largest messages.")
 	fs.DurationVar(&f.MaxSendDuration, "max-send-duration", 30*time.Second, "How long answers may wait for a client that takes none of their bytes (a receive window kept shut); past it the client's connection is closed. 0 = no bound.")
 }
@@ -162,6 +164,7 @@ func (f *Flags) intakeLimits(maxMessage int) intake.Limits {
 		MaxUnreadStreams:      in.MaxUnreadStreams,
 		MaxReading:            int(max(bytes/int64(max(maxMessage, 1)), 1)),
 		ReceiveTimeout:        in.MaxReceiveDuration,
+		MinReceiveRate:        in.MinReceiveRate,
 		SendTimeout:           in.MaxSendDuration,
 	}
 }

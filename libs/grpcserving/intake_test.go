@@ -171,13 +171,14 @@ func TestHPACKAmplifiedHeadersAreReset(t *testing.T) {
 
 // Streams that send headers and no body hold a place each; past
 // MaxUnreadStreams the attacker's next streams are refused, while a porch
-// call takes the place of the attacker's oldest; the attacker's streams end
-// at the receive timeout, and every place is given back.
+// call (another peer) takes the place of the attacker's oldest; the
+// attacker's streams end at the receive timeout, and every place is given
+// back.
 func TestUnreadStreamsAreBoundedFairlyAndTimeOut(t *testing.T) {
 	g := startGated(t, intake.Limits{MaxUnreadStreams: 8, MaxReading: 2, ReceiveTimeout: time.Second}, nil)
-	raw := h2raw.Dial(t, g.addr, "")
+	raw := h2raw.Dial(t, g.addr, "127.0.0.2")
 	var ids []uint32
-	for i := range 9 { // one reads (its connection's share of two), eight wait
+	for i := range 9 { // one reads (its peer's share of two), eight wait
 		ids = append(ids, raw.Open(echoMethod))
 		harness.WaitFor(t, "the attacker's stream to be counted", func() bool {
 			return g.gauge(t, "fnrunner_intake_unread_streams")+g.gauge(t, "fnrunner_intake_reading_streams") == float64(i+1)
@@ -205,16 +206,16 @@ func TestUnreadStreamsAreBoundedFairlyAndTimeOut(t *testing.T) {
 	g.porch(t, 2)
 }
 
-// Slow senders on two connections hold every reading slot (each its
-// connection's share); a porch call waits its turn and is answered once the
-// receive timeout has ended one of them.
+// Slow senders from two peers hold every reading slot (each its peer's
+// share); a porch call waits its turn and is answered once the receive
+// timeout has ended one of them.
 func TestSlowSendersDoNotStarvePorch(t *testing.T) {
 	g := startGated(t, intake.Limits{MaxReading: 4, ReceiveTimeout: 2 * time.Second}, nil)
 	msg := h2raw.Message(bytes.Repeat([]byte("a"), 256<<10))
 	var conns []*h2raw.Conn
 	var ids [][]uint32
-	for range 2 {
-		raw := h2raw.Dial(t, g.addr, "")
+	for _, attacker := range []string{"127.0.0.2", "127.0.0.3"} {
+		raw := h2raw.Dial(t, g.addr, attacker)
 		var cids []uint32
 		for range 2 {
 			id := raw.Open(echoMethod)
@@ -230,11 +231,65 @@ func TestSlowSendersDoNotStarvePorch(t *testing.T) {
 	g.porch(t, 1)
 	for i, raw := range conns {
 		for _, id := range ids[i] {
-			_, ok := raw.Wait(id, patience)
+			e, ok := raw.Wait(id, patience)
 			require.True(t, ok, "slow stream %d not ended", id)
+			assert.Equal(t, int(codes.DeadlineExceeded), e.Status(), "%+v", e)
+			assert.Contains(t, e.Message, "--max-receive-duration")
 		}
 	}
 	assert.Equal(t, 4.0, g.refused(t, "receive_timeout"))
+}
+
+// One peer's many connections, each with slow senders, hold no more than
+// the peer's share of the reading slots: porch, another peer, reads at once
+// though the attacker's streams would hold theirs for a minute.
+func TestOnePeersConnectionsDoNotStarvePorch(t *testing.T) {
+	g := startGated(t, intake.Limits{MaxReading: 4, ReceiveTimeout: time.Minute}, nil)
+	msg := h2raw.Message(bytes.Repeat([]byte("a"), 256<<10))
+	for range 6 {
+		raw := h2raw.Dial(t, g.addr, "127.0.0.2")
+		for range 2 {
+			id := raw.Open(echoMethod)
+			raw.DataUnchecked(id, msg[:1000], false) // the rest never comes
+		}
+	}
+	harness.WaitFor(t, "the peer's streams to read or wait", func() bool {
+		return g.gauge(t, "fnrunner_intake_reading_streams") == 2 && g.gauge(t, "fnrunner_intake_reading_waiting_streams") == 10
+	})
+	g.porch(t, 3)
+	assert.Equal(t, 2.0, g.gauge(t, "fnrunner_intake_reading_streams"), "the attacker's share, and no more")
+	assert.Zero(t, g.refused(t, "receive_timeout"))
+}
+
+// A request that trickles in, slower than MinReceiveRate, is ended long
+// before its receive timeout, and gives its reading slot to porch.
+func TestTricklingRequestIsEnded(t *testing.T) {
+	g := startGated(t, intake.Limits{MaxReading: 2, ReceiveTimeout: time.Minute, MinReceiveRate: 64 << 10, ReceiveRateWindow: 500 * time.Millisecond}, nil)
+	msg := h2raw.Message(bytes.Repeat([]byte("a"), 256<<10))
+	raw := h2raw.Dial(t, g.addr, "127.0.0.2")
+	id := raw.Open(echoMethod)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // ten bytes a tenth of a second: 100 B/s
+		for off := 0; off+10 < len(msg); off += 10 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if raw.Closed() {
+				return
+			}
+			raw.DataUnchecked(id, msg[off:off+10], false)
+		}
+	}()
+	e, ok := raw.Wait(id, patience)
+	require.True(t, ok, "the trickling stream was not ended")
+	assert.Equal(t, int(codes.DeadlineExceeded), e.Status(), "%+v", e)
+	assert.Contains(t, e.Message, "--min-receive-rate")
+	assert.Equal(t, 1.0, g.refused(t, "receive_too_slow"))
+	assert.Zero(t, g.refused(t, "receive_timeout"))
+	g.porch(t, 2)
 }
 
 // A client that asks for large answers and never opens its receive window

@@ -71,15 +71,17 @@ func peerOf(a net.Addr) string {
 // refusing it (nil) as Listener says.
 func (g *Gate) admit(raw net.Conn) *conn {
 	now := time.Now()
-	c := &conn{Conn: raw, g: g, key: connKey(raw.RemoteAddr(), raw.LocalAddr()), peer: peerOf(raw.RemoteAddr())}
+	c := &conn{Conn: raw, g: g, key: connKey(raw.RemoteAddr(), raw.LocalAddr())}
 	c.lastRead.Store(now.UnixNano())
 	var victims []*conn
 	g.mu.Lock()
-	if max := g.limits.MaxConnectionsPerPeer; max > 0 && g.perPeer[c.peer] >= max {
+	c.peer = g.peerLocked(peerOf(raw.RemoteAddr()))
+	if max := g.limits.MaxConnectionsPerPeer; max > 0 && c.peer.conns >= max {
 		v := g.victimLocked(func(o *conn) bool { return o.peer == c.peer && o.streams == 0 })
 		if v == nil {
+			g.forgetPeerLocked(c.peer)
 			g.mu.Unlock()
-			g.refuse(reasonPeerConnections, "peer", c.peer, "limit", max)
+			g.refuse(reasonPeerConnections, "peer", c.peer.addr, "limit", max)
 			_ = raw.Close()
 			return nil
 		}
@@ -97,10 +99,11 @@ func (g *Gate) admit(raw net.Conn) *conn {
 		}
 	}
 	g.conns[c.key] = c
-	g.perPeer[c.peer]++
+	c.peer = g.peerLocked(c.peer.addr) // a victim of the peer's may have dropped its share
+	c.peer.conns++
 	g.mu.Unlock()
 	for _, v := range victims {
-		g.refuse(reasonEvicted, "peer", v.peer, "streams", v.streamCount(), "idle", now.Sub(time.Unix(0, v.lastRead.Load())).String(), "for", c.peer)
+		g.refuse(reasonEvicted, "peer", v.peer.addr, "streams", v.streamCount(), "idle", now.Sub(time.Unix(0, v.lastRead.Load())).String(), "for", c.peer.addr)
 		_ = v.Conn.Close()
 	}
 	return c
@@ -127,8 +130,47 @@ func (g *Gate) dropLocked(c *conn) {
 		return
 	}
 	delete(g.conns, c.key)
-	if g.perPeer[c.peer]--; g.perPeer[c.peer] <= 0 {
-		delete(g.perPeer, c.peer)
+	c.peer.conns--
+	g.forgetPeerLocked(c.peer)
+}
+
+// forgetLocked counts out an untracked connection with no stream left (a
+// tracked one leaves when it closes). g.mu is held.
+func (g *Gate) forgetLocked(c *conn) {
+	if c.untracked && c.streams == 0 && g.conns[c.key] == c {
+		delete(g.conns, c.key)
+		g.forgetPeerLocked(c.peer)
+	}
+}
+
+// peerShare is what one peer address holds, however many connections it
+// opens: the unit of the gate's fair shares.
+type peerShare struct {
+	addr string
+
+	// Under g.mu:
+	conns   int       // tracked connections open
+	streams int       // streams tapped and not ended
+	unread  []*ticket // streams unread or waiting, oldest first
+	waiting []*ticket // streams waiting for a reading slot, in order
+	reading int       // streams reading
+	inTurns bool      // in g.turns
+}
+
+// peerLocked is the share of the peer at addr. g.mu is held.
+func (g *Gate) peerLocked(addr string) *peerShare {
+	p := g.peers[addr]
+	if p == nil {
+		p = &peerShare{addr: addr}
+		g.peers[addr] = p
+	}
+	return p
+}
+
+// forgetPeerLocked drops p once nothing of it is left. g.mu is held.
+func (g *Gate) forgetPeerLocked(p *peerShare) {
+	if p.conns <= 0 && p.streams <= 0 && !p.inTurns && g.peers[p.addr] == p {
+		delete(g.peers, p.addr)
 	}
 }
 
@@ -136,17 +178,15 @@ func (g *Gate) dropLocked(c *conn) {
 type conn struct {
 	net.Conn
 	g         *Gate
-	key, peer string
+	key       string
+	peer      *peerShare
 	untracked bool // not accepted by the listener: counted, never closed
 
-	lastRead atomic.Int64 // unix nanoseconds of the last read that returned data
+	lastRead  atomic.Int64 // unix nanoseconds of the last read that returned data
+	bytesRead atomic.Int64 // bytes read in all, for MinReceiveRate
 
 	// Under g.mu:
-	streams int       // streams tapped and not ended
-	unread  []*ticket // streams unread or waiting, oldest first
-	waiting []*ticket // streams waiting for a reading slot, in order
-	reading int       // streams reading
-	inTurns bool      // in g.turns
+	streams int // streams tapped and not ended
 
 	// Answers handed to the transport and bytes written, for Sent.
 	out outbox
@@ -164,6 +204,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.lastRead.Store(time.Now().UnixNano())
+		c.bytesRead.Add(int64(n))
 	}
 	return n, err
 }
@@ -195,7 +236,7 @@ func (c *conn) closeStalled(d time.Duration) {
 	if c.untracked {
 		return
 	}
-	c.g.refuse(reasonSendTimeout, "peer", c.peer, "after", d.String(), "unsent", c.out.unsent())
+	c.g.refuse(reasonSendTimeout, "peer", c.peer.addr, "after", d.String(), "unsent", c.out.unsent())
 	_ = c.Close()
 }
 

@@ -14,13 +14,14 @@
 //     room, so a client reconnecting always gets in;
 //   - streams whose request is not being read yet, each holding at most its
 //     window and header list: refused at the tap, before any read, once the
-//     limit is spent, unless a connection holding more of them than the new
-//     stream's own can give its oldest one up (each connection's fair share);
+//     limit is spent, unless a peer holding more of them than the new
+//     stream's own peer can give its oldest one up (each peer's fair share,
+//     however many connections it opens);
 //   - requests being read, each up to the largest message: at most MaxReading
-//     at once, half of them for one connection, granted in turn across
-//     connections;
+//     at once, half of them for one peer, granted in turn across peers;
 //   - a request's arrival: a stream whose request has not fully arrived
-//     within ReceiveTimeout is ended (DeadlineExceeded);
+//     within ReceiveTimeout, or whose connection reads less than
+//     MinReceiveRate while it reads, is ended (DeadlineExceeded);
 //   - an answer's departure: a connection with more than MaxUnsentBytes of
 //     answers waiting to leave has no more requests read until they leave,
 //     and one whose answers wait longer than SendTimeout for a write (a
@@ -57,11 +58,20 @@ type Limits struct {
 	// yet (each holds up to its flow-control window and header list).
 	MaxUnreadStreams int
 	// MaxReading bounds the requests being read at once (each holds up to
-	// the largest message); one connection gets at most half of them.
+	// the largest message); one peer gets at most half of them.
 	MaxReading int
 	// ReceiveTimeout bounds the time from a stream's start until its
 	// request has been read.
 	ReceiveTimeout time.Duration
+	// MinReceiveRate, in bytes a second, is the least a connection must
+	// read, over each ReceiveRateWindow, while one of its requests is
+	// being read: a stream reading on a connection slower than that is
+	// ended, so that a trickling request gives its reading slot up long
+	// before ReceiveTimeout.
+	MinReceiveRate int64
+	// ReceiveRateWindow is how long MinReceiveRate is measured over;
+	// zero is DefaultReceiveRateWindow.
+	ReceiveRateWindow time.Duration
 	// SendTimeout bounds the time from a handler's return until its answer
 	// has left; past it the stream's connection is closed.
 	SendTimeout time.Duration
@@ -77,8 +87,10 @@ type Limits struct {
 var (
 	// ErrReceiveTimeout: the request did not arrive within ReceiveTimeout.
 	ErrReceiveTimeout = errors.New("request not received in full in time")
-	// ErrPreempted: the stream gave its place to one of a connection
-	// holding fewer unread streams.
+	// ErrReceiveTooSlow: the request arrived slower than MinReceiveRate.
+	ErrReceiveTooSlow = errors.New("request arriving too slowly")
+	// ErrPreempted: the stream gave its place to one of a peer holding
+	// fewer unread streams.
 	ErrPreempted = errors.New("stream preempted by another connection's")
 	// ErrUnreadStreams: the unread-streams limit is spent.
 	ErrUnreadStreams = errors.New("too many requests being received")
@@ -94,8 +106,13 @@ const (
 	reasonUnreadStreams   = "unread_streams"
 	reasonPreempted       = "preempted"
 	reasonReceiveTimeout  = "receive_timeout"
+	reasonReceiveTooSlow  = "receive_too_slow"
 	reasonSendTimeout     = "send_timeout"
 )
+
+// DefaultReceiveRateWindow is what MinReceiveRate is measured over when
+// ReceiveRateWindow is zero.
+const DefaultReceiveRateWindow = 5 * time.Second
 
 // Gate bounds one server's connections and streams, as Limits say.
 type Gate struct {
@@ -104,12 +121,12 @@ type Gate struct {
 	warn   *rateLog
 
 	mu      sync.Mutex
-	owned   bool             // the gate's Listener accepts the connections
-	conns   map[string]*conn // by connKey
-	perPeer map[string]int
+	owned   bool                  // the gate's Listener accepts the connections
+	conns   map[string]*conn      // by connKey
+	peers   map[string]*peerShare // by peer address
 	unread  int
 	reading int
-	turns   []*conn // connections with streams waiting to read, in turn order
+	turns   []*peerShare // peers with streams waiting to read, in turn order
 
 	refused   *prometheus.CounterVec
 	gauges    []prometheus.Collector
@@ -120,19 +137,19 @@ type Gate struct {
 // "health", "metrics") and log lines.
 func New(log *slog.Logger, server string, limits Limits) *Gate {
 	g := &Gate{
-		limits:  limits,
-		log:     log.With("server", server),
-		warn:    newRateLog(time.Second),
-		conns:   map[string]*conn{},
-		perPeer: map[string]int{},
+		limits: limits,
+		log:    log.With("server", server),
+		warn:   newRateLog(time.Second),
+		conns:  map[string]*conn{},
+		peers:  map[string]*peerShare{},
 	}
 	labels := prometheus.Labels{"server": server}
 	g.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name:        "fnrunner_intake_refused_total",
-		Help:        "Connections and streams the transport's bounds refused, closed or ended, by reason: connections_per_peer, connection_evicted, unread_streams, preempted, receive_timeout, send_timeout.",
+		Help:        "Connections and streams the transport's bounds refused, closed or ended, by reason: connections_per_peer, connection_evicted, unread_streams, preempted, receive_timeout, receive_too_slow, send_timeout.",
 		ConstLabels: labels,
 	}, []string{"reason"})
-	for _, r := range []string{reasonPeerConnections, reasonEvicted, reasonUnreadStreams, reasonPreempted, reasonReceiveTimeout, reasonSendTimeout} {
+	for _, r := range []string{reasonPeerConnections, reasonEvicted, reasonUnreadStreams, reasonPreempted, reasonReceiveTimeout, reasonReceiveTooSlow, reasonSendTimeout} {
 		g.refused.WithLabelValues(r)
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
@@ -195,8 +212,8 @@ func (g *Gate) refuse(reason string, attrs ...any) {
 
 // Tap is the server's grpc.InTapHandle. It runs for every new stream before
 // grpc-go reads anything of it but its headers: it refuses the stream when
-// the unread-streams limit is spent and no connection holding more unread
-// streams can give one up, and otherwise returns the stream's context, which
+// the unread-streams limit is spent and no peer holding more unread streams
+// can give one up, and otherwise returns the stream's context, which
 // carries the stream's ticket and ends it when ReceiveTimeout passes before
 // its request is read.
 func (g *Gate) Tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
@@ -209,33 +226,31 @@ func (g *Gate) Tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	var victim *ticket
 	g.mu.Lock()
 	if max := g.limits.MaxUnreadStreams; max > 0 && g.unread >= max {
-		victim = g.preemptable(c)
+		victim = g.preemptable(c.peer)
 		if victim == nil {
-			if c.untracked && c.streams == 0 && g.conns[c.key] == c {
-				delete(g.conns, c.key)
-			}
+			g.forgetLocked(c)
 			g.mu.Unlock()
 			t.cancel(ErrUnreadStreams)
-			g.refuse(reasonUnreadStreams, "peer", c.peer, "limit", max)
+			g.refuse(reasonUnreadStreams, "peer", c.peer.addr, "limit", max)
 			return nil, Status(ctx, ErrUnreadStreams)
 		}
 		victim.releaseLocked()
 		victim.cause = ErrPreempted
 	}
-	c.unread = append(c.unread, t)
+	c.peer.unread = append(c.peer.unread, t)
 	c.streams++
+	c.peer.streams++
 	g.unread++
 	g.mu.Unlock()
 	if victim != nil {
-		g.refuse(reasonPreempted, "peer", victim.c.peer, "for", c.peer)
+		g.refuse(reasonPreempted, "peer", victim.c.peer.addr, "for", c.peer.addr)
 		victim.cancel(ErrPreempted)
 	}
 
 	if d := g.limits.ReceiveTimeout; d > 0 {
 		t.receive = time.AfterFunc(d, func() {
 			if t.expire() {
-				g.refuse(reasonReceiveTimeout, "peer", c.peer, "after", d.String())
-				t.cancel(ErrReceiveTimeout)
+				g.refuse(reasonReceiveTimeout, "peer", c.peer.addr, "after", d.String())
 			}
 		})
 	}
@@ -243,13 +258,13 @@ func (g *Gate) Tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
 
-// preemptable is the oldest unread stream of the connection holding the
-// most, if it holds at least two more than c: giving it up to c moves the
-// connections toward equal shares. g.mu is held.
-func (g *Gate) preemptable(c *conn) *ticket {
-	var most *conn
-	for _, o := range g.conns {
-		if len(o.unread) > len(c.unread)+1 && (most == nil || len(o.unread) > len(most.unread)) {
+// preemptable is the oldest unread stream of the peer holding the most, if
+// it holds at least two more than p: giving it up to p moves the peers
+// toward equal shares. g.mu is held.
+func (g *Gate) preemptable(p *peerShare) *ticket {
+	var most *peerShare
+	for _, o := range g.peers {
+		if len(o.unread) > len(p.unread)+1 && (most == nil || len(o.unread) > len(most.unread)) {
 			most = o
 		}
 	}
@@ -288,7 +303,7 @@ func (g *Gate) untracked(key string) *conn {
 	if c := g.conns[k]; c != nil {
 		return c
 	}
-	c := &conn{g: g, key: k, peer: "unknown", untracked: true}
+	c := &conn{g: g, key: k, peer: g.peerLocked("unknown"), untracked: true}
 	c.lastRead.Store(time.Now().UnixNano())
 	g.conns[k] = c
 	return c
@@ -316,31 +331,45 @@ type ticket struct {
 	c       *conn
 	cancel  context.CancelCauseFunc
 	receive *time.Timer // ReceiveTimeout, until the request is read
+	rate    *time.Timer // MinReceiveRate's next measure, while reading
 
 	// Under g.mu:
 	state   int
 	cause   error         // why the gate ended the stream, before its context says so
 	marks   []*mark       // its answers counted by Sent
 	granted chan struct{} // closed when a waiting stream may read
+	seen    int64         // the connection's bytes read at the last measure
+	stream  statusWriter  // the stream grpc-go reads, once its handler asks
+}
+
+// statusWriter is grpc-go's server stream (grpc.ServerTransportStream), as
+// far as the gate ends one: its status written before its context is
+// cancelled reaches the client, where a read cancelled under the handler
+// would answer "context canceled" (grpc-go writes the read's error).
+type statusWriter interface {
+	WriteStatus(*status.Status) error
 }
 
 // releaseLocked gives up what t holds: its unread place or reading slot;
 // a waiting stream leaves the queue. It reports whether t held a reading
 // slot. g.mu is held.
 func (t *ticket) releaseLocked() (heldSlot bool) {
-	g, c := t.g, t.c
+	g, p := t.g, t.c.peer
 	switch t.state {
 	case stateUnread, stateWaiting:
-		c.unread = remove(c.unread, t)
+		p.unread = remove(p.unread, t)
 		g.unread--
 		if t.state == stateWaiting {
-			c.waiting = remove(c.waiting, t)
+			p.waiting = remove(p.waiting, t)
 			g.readingWg.Add(-1)
 		}
 	case stateReading:
 		g.reading--
-		c.reading--
+		p.reading--
 		heldSlot = true
+		if t.rate != nil {
+			t.rate.Stop()
+		}
 	}
 	if t.state < stateRead {
 		t.state = stateRead
@@ -348,8 +377,8 @@ func (t *ticket) releaseLocked() (heldSlot bool) {
 	return heldSlot
 }
 
-// expire ends t's wait for its request, if it has not been read: it
-// reports whether t was still unread, waiting or reading.
+// expire ends t for ErrReceiveTimeout, if its request has not been read:
+// it reports whether t was still unread, waiting or reading.
 func (t *ticket) expire() bool {
 	g := t.g
 	g.mu.Lock()
@@ -357,12 +386,25 @@ func (t *ticket) expire() bool {
 		g.mu.Unlock()
 		return false
 	}
-	if t.releaseLocked() {
-		g.grantLocked()
-	}
-	t.cause = ErrReceiveTimeout
-	g.mu.Unlock()
+	t.endLocked(ErrReceiveTimeout)
 	return true
+}
+
+// endLocked gives up what t holds, ends its stream for cause and unlocks
+// g.mu, which is held.
+func (t *ticket) endLocked(cause error) {
+	var w statusWriter
+	if t.releaseLocked() {
+		// Reading: grpc-go would answer the cancelled read itself.
+		w = t.stream
+		t.g.grantLocked()
+	}
+	t.cause = cause
+	t.g.mu.Unlock()
+	if w != nil {
+		_ = w.WriteStatus(status.Convert(causeStatus(cause)))
+	}
+	t.cancel(cause)
 }
 
 // end runs when the stream's context is done: it gives up whatever t still
@@ -379,9 +421,8 @@ func (t *ticket) end() {
 	}
 	t.state = stateEnded
 	c.streams--
-	if c.untracked && c.streams == 0 && g.conns[c.key] == c {
-		delete(g.conns, c.key)
-	}
+	c.peer.streams--
+	g.forgetLocked(c)
 	g.mu.Unlock()
 	if t.receive != nil {
 		t.receive.Stop()

@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -78,26 +79,36 @@ func read(ctx context.Context, recv func() error) error {
 // Status is err as the gRPC status a client gets: a stream the gate ended
 // says why (its context's cause); any other error is left as it is.
 func Status(ctx context.Context, err error) error {
-	cause := context.Cause(ctx)
-	if errors.Is(err, ErrReceiveTimeout) || errors.Is(err, ErrPreempted) {
-		cause = err
+	if s := causeStatus(err); s != nil {
+		return s
 	}
-	switch {
-	case errors.Is(cause, ErrReceiveTimeout):
-		return status.Errorf(codes.DeadlineExceeded, "%v: the request did not arrive in full within --max-receive-duration; nothing was run", cause)
-	case errors.Is(cause, ErrPreempted):
-		return status.Errorf(codes.ResourceExhausted, "%v (--max-unread-streams); nothing was run", cause)
-	case errors.Is(err, ErrUnreadStreams):
-		return status.Errorf(codes.ResourceExhausted, "%v (--max-unread-streams); nothing was run", err)
+	if s := causeStatus(context.Cause(ctx)); s != nil {
+		return s
 	}
 	return err
 }
 
+// causeStatus is the status of a stream the gate ended for cause; nil for
+// any other error.
+func causeStatus(cause error) error {
+	switch {
+	case errors.Is(cause, ErrReceiveTimeout):
+		return status.Errorf(codes.DeadlineExceeded, "%v: the request did not arrive in full within --max-receive-duration; nothing was run", cause)
+	case errors.Is(cause, ErrReceiveTooSlow):
+		return status.Errorf(codes.DeadlineExceeded, "%v: the request arrived slower than --min-receive-rate; nothing was run", cause)
+	case errors.Is(cause, ErrPreempted):
+		return status.Errorf(codes.ResourceExhausted, "%v (--max-unread-streams); nothing was run", cause)
+	case errors.Is(cause, ErrUnreadStreams):
+		return status.Errorf(codes.ResourceExhausted, "%v (--max-unread-streams); nothing was run", cause)
+	}
+	return nil
+}
+
 // beginRead waits until t may read its request: a reading slot is free,
-// t's connection holds less than its share of them, and no connection whose
-// turn comes first waits.
+// t's peer holds less than its share of them, and no peer whose turn comes
+// first waits.
 func (t *ticket) beginRead(ctx context.Context) error {
-	g, c := t.g, t.c
+	g, p := t.g, t.c.peer
 	g.mu.Lock()
 	if t.state != stateUnread {
 		// Read already (a later message), or ended by the gate.
@@ -108,18 +119,19 @@ func (t *ticket) beginRead(ctx context.Context) error {
 		}
 		return context.Cause(ctx)
 	}
-	if len(g.turns) == 0 && g.mayReadLocked(c) {
+	t.stream, _ = grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
+	if len(g.turns) == 0 && g.mayReadLocked(t) {
 		t.grantLocked()
 		g.mu.Unlock()
 		return nil
 	}
 	t.state = stateWaiting
 	t.granted = make(chan struct{})
-	c.waiting = append(c.waiting, t)
+	p.waiting = append(p.waiting, t)
 	g.readingWg.Add(1)
-	g.queueLocked(c)
-	// A slot may be free while the connections in turn before this one
-	// are at their share.
+	g.queueLocked(p)
+	// A slot may be free while the peers in turn before this one are at
+	// their share.
 	g.grantLocked()
 	granted := t.granted
 	g.mu.Unlock()
@@ -147,45 +159,83 @@ func (t *ticket) beginRead(ctx context.Context) error {
 	}
 }
 
-// mayReadLocked says whether c may take a reading slot now. g.mu is held.
-func (g *Gate) mayReadLocked(c *conn) bool {
-	if m := g.limits.MaxUnsentBytes; m > 0 && c.out.unsent() > m {
+// mayReadLocked says whether t may take a reading slot now: a slot is
+// free, its peer is under its share, and its connection's answers are
+// leaving. g.mu is held.
+func (g *Gate) mayReadLocked(t *ticket) bool {
+	if m := g.limits.MaxUnsentBytes; m > 0 && t.c.out.unsent() > m {
 		return false
 	}
 	limit := g.limits.MaxReading
 	if limit <= 0 {
 		return true
 	}
-	return g.reading < limit && c.reading < max(1, limit/2)
+	return g.reading < limit && t.c.peer.reading < max(1, limit/2)
 }
 
-// grantLocked moves t from unread (or waiting) to reading. g.mu is held.
+// grantLocked moves t from unread (or waiting) to reading, and starts
+// measuring its connection's rate. g.mu is held.
 func (t *ticket) grantLocked() {
-	g, c := t.g, t.c
-	c.unread = remove(c.unread, t)
+	g, p := t.g, t.c.peer
+	p.unread = remove(p.unread, t)
 	g.unread--
 	if t.state == stateWaiting {
-		c.waiting = remove(c.waiting, t)
+		p.waiting = remove(p.waiting, t)
 		g.readingWg.Add(-1)
 		close(t.granted)
 	}
 	t.state = stateReading
 	g.reading++
-	c.reading++
+	p.reading++
+	if g.limits.MinReceiveRate > 0 && !t.c.untracked {
+		t.seen = t.c.bytesRead.Load()
+		t.rate = time.AfterFunc(g.rateWindow(), t.measure)
+	}
 }
 
-// grantLocked gives free reading slots to waiting streams, one connection
-// at a time in turn. g.mu is held.
+func (g *Gate) rateWindow() time.Duration {
+	if w := g.limits.ReceiveRateWindow; w > 0 {
+		return w
+	}
+	return DefaultReceiveRateWindow
+}
+
+// measure ends t, still reading, if its connection read less than
+// MinReceiveRate over the last window; otherwise it measures again a
+// window later.
+func (t *ticket) measure() {
+	g := t.g
+	w := g.rateWindow()
+	g.mu.Lock()
+	if t.state != stateReading {
+		g.mu.Unlock()
+		return
+	}
+	now := t.c.bytesRead.Load()
+	if float64(now-t.seen) >= float64(g.limits.MinReceiveRate)*w.Seconds() {
+		t.seen = now
+		t.rate = time.AfterFunc(w, t.measure)
+		g.mu.Unlock()
+		return
+	}
+	t.endLocked(ErrReceiveTooSlow)
+	g.refuse(reasonReceiveTooSlow, "peer", t.c.peer.addr, "read", now-t.seen, "in", w.String())
+}
+
+// grantLocked gives free reading slots to waiting streams, one peer at a
+// time in turn. g.mu is held.
 func (g *Gate) grantLocked() {
 	for skipped := 0; len(g.turns) > 0 && skipped < len(g.turns); {
-		c := g.turns[0]
+		p := g.turns[0]
 		g.turns = g.turns[1:]
-		c.inTurns = false
-		if len(c.waiting) == 0 {
+		p.inTurns = false
+		if len(p.waiting) == 0 {
+			g.forgetPeerLocked(p)
 			continue
 		}
-		if !g.mayReadLocked(c) {
-			g.queueLocked(c)
+		next := g.nextLocked(p)
+		if next == nil {
+			g.queueLocked(p)
 			if limit := g.limits.MaxReading; limit > 0 && g.reading >= limit {
 				return
 			}
@@ -193,19 +243,33 @@ func (g *Gate) grantLocked() {
 			continue
 		}
 		skipped = 0
-		c.waiting[0].grantLocked()
-		if len(c.waiting) > 0 {
-			g.queueLocked(c)
+		next.grantLocked()
+		if len(p.waiting) > 0 {
+			g.queueLocked(p)
 		}
 	}
 }
 
-// queueLocked puts c at the end of the turns, unless it is there. g.mu is
+// nextLocked is p's oldest waiting stream that may read now: one whose
+// connection's answers are leaving. g.mu is held.
+func (g *Gate) nextLocked(p *peerShare) *ticket {
+	for _, t := range p.waiting {
+		if g.mayReadLocked(t) {
+			return t
+		}
+		if limit := g.limits.MaxReading; limit > 0 && (g.reading >= limit || p.reading >= max(1, limit/2)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// queueLocked puts p at the end of the turns, unless it is there. g.mu is
 // held.
-func (g *Gate) queueLocked(c *conn) {
-	if !c.inTurns {
-		c.inTurns = true
-		g.turns = append(g.turns, c)
+func (g *Gate) queueLocked(p *peerShare) {
+	if !p.inTurns {
+		p.inTurns = true
+		g.turns = append(g.turns, p)
 	}
 }
 

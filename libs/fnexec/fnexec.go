@@ -95,7 +95,9 @@ type Wrapper interface {
 	Start(ctx context.Context, c Call) (*Started, error)
 	// Report reads what the wrapper wrote on its Reports pipe: the signal
 	// that killed the function (0 if none), and the wrapper's own failure
-	// (nil if none).
+	// (nil if none), the function never having run; an error wrapping
+	// fnresult.ErrMemoryExceeded says instead that the wrapper's memory
+	// bound (Call.MemoryMax) ended the function.
 	Report(out []byte) (syscall.Signal, error)
 }
 
@@ -113,6 +115,10 @@ type Call struct {
 	TempDir string
 	// Dirs, when set, gives the private directory (Options.Dirs).
 	Dirs *Dirs
+	// MemoryMax, when set, is the call's memory bound
+	// (Options.MaxMemoryBytes), for a wrapper that bounds a call's memory
+	// itself (a cgroup) to bound it at.
+	MemoryMax uint64
 }
 
 // ErrPrivateDir is wrapped by Prepare's errors.
@@ -255,7 +261,7 @@ func Run(ctx context.Context, argv []string, stdin io.Reader, opts Options) (*fn
 	stdout := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxOutputBytes, onOverflow: func() { cancel(fnresult.ErrOutputTooLarge) }}
 	stderr := &cappedBuffer{pool: mem.DefaultBufferPool(), limit: opts.MaxLogBytes}
 
-	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir, Dirs: opts.Dirs}
+	call := Call{Argv: argv, Dir: opts.Dir, Env: opts.Env, TempDir: opts.TempDir, Dirs: opts.Dirs, MemoryMax: opts.MaxMemoryBytes}
 	// watch bounds the memory of the processes below pid (and pid's own,
 	// with self) once it has started.
 	watch := func(pid int, self bool) {}
@@ -464,6 +470,9 @@ func runWrapped(ctx context.Context, w Wrapper, c Call, stdin io.Reader, stdout,
 	}
 	out, _ := io.ReadAll(io.LimitReader(st.Reports, 4096))
 	sig, err := w.Report(out)
+	if errors.Is(err, fnresult.ErrMemoryExceeded) {
+		return state, sig, err // the wrapper's own bound ended it
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w %s: %w", fnresult.ErrStart, c.Argv[0], err)
 	}

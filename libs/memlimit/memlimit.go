@@ -49,6 +49,31 @@ func (c Cgroups) Limit() (limit uint64, ok bool, err error) {
 	return limitV1(filepath.Join(root, "memory"), v1)
 }
 
+// Group is the directory of the process's own memory cgroup, and the file in
+// it that holds its limit: v2's memory.max, or v1's memory.limit_in_bytes.
+func (c Cgroups) Group() (dir, limitFile string, err error) {
+	root, self := c.Root, c.Self
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	if self == "" {
+		self = "/proc/self/cgroup"
+	}
+	v2, v1, err := groups(self)
+	if err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		dir = filepath.Join(root, v2)
+		return dir, filepath.Join(dir, "memory.max"), nil
+	}
+	if v1 == "" {
+		return "", "", errors.New("the process is in no memory cgroup")
+	}
+	dir = filepath.Join(root, "memory", v1)
+	return dir, filepath.Join(dir, "memory.limit_in_bytes"), nil
+}
+
 // groups reads the process's unified (v2) group and its v1 memory group.
 func groups(path string) (v2, v1 string, err error) {
 	f, err := os.Open(path)

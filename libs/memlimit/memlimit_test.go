@@ -87,3 +87,33 @@ func TestLimitOfARealCgroup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "335544320 true <nil>", strings.TrimSpace(string(out)))
 }
+
+func TestGroup(t *testing.T) {
+	tests := []struct {
+		name, self, controllers string
+		dir, file               string
+		err                     bool
+	}{
+		{"v2", "0::/kubepods/c1/fnrunner-calls/call-1\n", "memory pids", "kubepods/c1/fnrunner-calls/call-1", "memory.max", false},
+		{"v1", "8:pids:/x\n4:memory:/c1/fnrunner-calls/call-1\n0::/\n", "", "memory/c1/fnrunner-calls/call-1", "memory.limit_in_bytes", false},
+		{"no memory cgroup", "1:cpu:/\n", "", "", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			files := map[string]string{"self": tt.self}
+			if tt.controllers != "" {
+				files["cgroup.controllers"] = tt.controllers
+			}
+			write(t, root, files)
+			dir, file, err := memlimit.Cgroups{Root: root, Self: filepath.Join(root, "self")}.Group()
+			if tt.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, filepath.Join(root, tt.dir), dir)
+			assert.Equal(t, filepath.Join(root, tt.dir, tt.file), file)
+		})
+	}
+}

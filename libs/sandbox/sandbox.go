@@ -53,6 +53,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fnrunner/fnrunner/libs/fnexec"
+	"github.com/fnrunner/fnrunner/libs/fnresult"
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
 
@@ -472,9 +473,14 @@ func (s *Sandbox) Start(ctx context.Context, c fnexec.Call) (*fnexec.Started, er
 	key, keyed := s.prestartKey(c)
 	if keyed {
 		if st := s.pre.take(ctx, key); st != nil {
-			s.starts.WithLabelValues("prestarted").Inc()
-			s.afterCall(st, key, keyed, c)
-			return st, nil
+			if err := s.chargeMemory(ctx, st, c); err == nil {
+				s.starts.WithLabelValues("prestarted").Inc()
+				s.afterCall(st, key, keyed, c)
+				return st, nil
+			} else {
+				s.warm.log.Warn("a function process started ahead could not be given its call's memory bound: it is ended, and the call starts its own", "function", c.Argv[0], "error", err)
+				go endPrestarted(st)
+			}
 		}
 		if err := ctx.Err(); err != nil { // it ended while take waited
 			return nil, err
@@ -523,6 +529,9 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 		return nil, err
 	}
 	sp, release, err := s.spec(c.Argv, p.Dir)
+	if sp.Cgroup && c.MemoryMax > 0 && (sp.MemoryMax == 0 || c.MemoryMax < sp.MemoryMax) {
+		sp.MemoryMax = c.MemoryMax
+	}
 	if err != nil {
 		p.Remove()
 		return nil, err
@@ -654,13 +663,17 @@ func (s *Sandbox) AllowingConnect(ports ...uint16) fnexec.Wrapper {
 	return &c
 }
 
-// Report reads what fnsandbox wrote on descriptor 3 (fnexec.Wrapper).
+// Report reads what fnsandbox wrote on descriptor 3 (fnexec.Wrapper): a
+// call its cgroup's memory limit ended is fnresult.ErrMemoryExceeded.
 func (s *Sandbox) Report(out []byte) (syscall.Signal, error) {
-	sig, failure := spec.ParseHelperReport(string(out))
-	if failure != "" {
-		return 0, errors.New(failure)
+	r := spec.ParseHelperReport(string(out))
+	if r.Failure != "" {
+		return 0, errors.New(r.Failure)
 	}
-	return syscall.Signal(sig), nil
+	if r.MemoryLimit > 0 {
+		return syscall.Signal(r.Signal), fmt.Errorf("%w: the kernel killed a process of the call in its cgroup, whose memory reached the call's bound of %d MiB", fnresult.ErrMemoryExceeded, r.MemoryLimit>>20)
+	}
+	return syscall.Signal(r.Signal), nil
 }
 
 // Collector exports what Open found: fnrunner_sandbox_layer_available and

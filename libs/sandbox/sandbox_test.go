@@ -379,11 +379,39 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 		}
 	})
 
+	// allocate reads a number of MiB on its input, then holds that much.
+	allocate := []string{"/usr/bin/python3", "-c", "import sys; x = b'x' * (int(sys.stdin.read()) << 20)"}
 	t.Run("memory over the call's limit", func(t *testing.T) {
-		_, err := fnexec.Run(context.Background(), []string{"/usr/bin/python3", "-c", "x = b'x' * (400 << 20)"}, strings.NewReader(""), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
-		var xe *fnresult.ExitError
-		require.ErrorAs(t, err, &xe)
-		assert.Equal(t, syscall.SIGKILL, xe.Signal, "killed by the kernel in the call's cgroup: %v", err)
+		_, err := fnexec.Run(context.Background(), allocate, strings.NewReader("400"), fnexec.Options{Sandbox: sb, TempDir: tempRoot(t)})
+		require.ErrorIs(t, err, fnresult.ErrMemoryExceeded, "killed by the kernel in the call's cgroup")
+		assert.Contains(t, err.Error(), "cgroup")
+		assert.Contains(t, err.Error(), "256 MiB")
+	})
+	t.Run("memory over the call's own bound, the watchdog not looking", func(t *testing.T) {
+		// The call's cgroup is limited at its bound (what admission
+		// charged it), below the sandbox's: the kernel ends it, though
+		// the watchdog would look only in an hour.
+		opts := fnexec.Options{Sandbox: sb, TempDir: tempRoot(t), MaxMemoryBytes: 96 << 20, MemoryPoll: time.Hour}
+		_, err := fnexec.Run(context.Background(), allocate, strings.NewReader("160"), opts)
+		require.ErrorIs(t, err, fnresult.ErrMemoryExceeded)
+		assert.Contains(t, err.Error(), "96 MiB")
+		res, err := fnexec.Run(context.Background(), allocate, strings.NewReader("16"), opts)
+		require.NoError(t, err, "under its bound: %s", res.Log)
+	})
+	t.Run("a process started ahead gets its call's bound", func(t *testing.T) {
+		pf := f
+		pf.PrestartedFunctions = 1
+		pre, err := pf.Open(context.Background(), discard())
+		require.NoError(t, err)
+		t.Cleanup(pre.Close)
+		opts := fnexec.Options{Sandbox: pre, TempDir: tempRoot(t), MaxMemoryBytes: 224 << 20, MemoryPoll: time.Hour}
+		res, err := fnexec.Run(context.Background(), allocate, strings.NewReader("1"), opts)
+		require.NoError(t, err, "%s", res.Log)
+		harness.WaitFor(t, "a process started ahead, under the first call's bound", func() bool { return pre.Prestarted() == 1 })
+		opts.MaxMemoryBytes = 96 << 20
+		_, err = fnexec.Run(context.Background(), allocate, strings.NewReader("160"), opts)
+		require.ErrorIs(t, err, fnresult.ErrMemoryExceeded, "the second call's bound, not the first's")
+		assert.Contains(t, err.Error(), "96 MiB")
 	})
 	t.Run("fork bomb without the uid layer", func(t *testing.T) {
 		res, err := run(t, sb, 3*time.Second, `bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 60`)

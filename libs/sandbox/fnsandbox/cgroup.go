@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// callGroupsDir is the directory, below the helper's own cgroup in each
-// controller, that holds one cgroup per call.
-const callGroupsDir = "fnrunner-calls"
+	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
+)
 
 // callCgroup is a call's cgroup: in cgroup v1, one directory per controller
 // (memory, pids); in v2, one directory.
@@ -107,7 +105,7 @@ func newCallCgroup(name string, l cgroupLimits) (*callCgroup, error) {
 	name += "-" + hex.EncodeToString(suffix[:])
 	c := &callCgroup{v2: v2, origins: bases}
 	for _, base := range bases {
-		parent := filepath.Join(base, callGroupsDir)
+		parent := filepath.Join(base, spec.CallGroupsDir)
 		if err := os.MkdirAll(parent, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup: %w", err)
 		}
@@ -183,6 +181,42 @@ func (c *callCgroup) limit(dir string, l cgroupLimits) error {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// oomKilled is the call's memory limit if the kernel killed one of its
+// processes for reaching it (v2's memory.events, v1's memory.oom_control
+// since Linux 4.13), else 0.
+func (c *callCgroup) oomKilled() uint64 {
+	if len(c.dirs) == 0 {
+		return 0
+	}
+	dir := c.dirs[0] // v2's one, or v1's memory controller's (cgroupBases)
+	events, limitFile := "memory.events", "memory.max"
+	if !c.v2 {
+		events, limitFile = "memory.oom_control", "memory.limit_in_bytes"
+	}
+	data, err := os.ReadFile(filepath.Join(dir, events))
+	if err != nil {
+		return 0
+	}
+	killed := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
+			killed = true
+		}
+	}
+	if !killed {
+		return 0
+	}
+	limit, err := os.ReadFile(filepath.Join(dir, limitFile))
+	if err != nil {
+		return 1
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(limit)), 10, 64)
+	if err != nil || n == 0 {
+		return 1
+	}
+	return n
 }
 
 // pids lists the processes in the call's cgroup, the helper aside.
@@ -282,7 +316,7 @@ func cgroupFinding() (bool, string) {
 	}
 	var parents []string
 	for _, base := range c.origins {
-		parents = append(parents, filepath.Join(base, callGroupsDir))
+		parents = append(parents, filepath.Join(base, spec.CallGroupsDir))
 	}
 	swept := sweepCallCgroups(parents, time.Now())
 	kind := "v1 memory and pids"
@@ -297,7 +331,7 @@ func cgroupFinding() (bool, string) {
 		kind = "v1 memory and pids (no cpu hierarchy: CPU time is not bounded)"
 	}
 	c.remove()
-	found := kind + ", below " + filepath.Join(c.origins[0], callGroupsDir)
+	found := kind + ", below " + filepath.Join(c.origins[0], spec.CallGroupsDir)
 	if swept > 0 {
 		found += fmt.Sprintf(" (%d left by killed helpers removed)", swept)
 	}

@@ -635,6 +635,11 @@ func run(sig *signals, thread *callThread) (s spec.Spec, ws unix.WaitStatus, sto
 		}
 	}
 	r.sweep(children)
+	if st.group != nil {
+		if limit := st.group.oomKilled(); limit > 0 {
+			report(spec.MemoryReport(limit))
+		}
+	}
 	if !r.functionExited {
 		return s, unix.WaitStatus(unix.SIGKILL), true, nil // stopped: it was killed
 	}

@@ -292,10 +292,15 @@ func Parse(args []string) (Spec, error) {
 	return s, nil
 }
 
+// CallGroupsDir is the directory, below the helper's own cgroup in each
+// controller, that holds one cgroup per call.
+const CallGroupsDir = "fnrunner-calls"
+
 // The helper's reports to the runner, one line each on file descriptor 3.
 const (
 	errorPrefix  = "fnsandbox: "
 	signalPrefix = "fnsandbox-signal: "
+	memoryPrefix = "fnsandbox-memory: "
 )
 
 // ErrorReport says the sandbox failed and the function never ran.
@@ -304,20 +309,39 @@ func ErrorReport(msg string) string { return errorPrefix + msg }
 // SignalReport says the function was killed by signal sig.
 func SignalReport(sig int) string { return signalPrefix + strconv.Itoa(sig) }
 
-// ParseHelperReport reads what the helper wrote on file descriptor 3: the
-// signal that killed the function (0 if none), or its own failure ("" if
-// none).
-func ParseHelperReport(out string) (signal int, failure string) {
+// MemoryReport says the kernel killed a process of the call in its cgroup,
+// whose memory limit is limit bytes.
+func MemoryReport(limit uint64) string { return memoryPrefix + strconv.FormatUint(limit, 10) }
+
+// HelperReport is what the helper wrote on file descriptor 3.
+type HelperReport struct {
+	// Signal killed the function (0 if none).
+	Signal int
+	// Failure is the helper's own failure ("" if none): the function
+	// never ran.
+	Failure string
+	// MemoryLimit, when set, is the limit of the call's cgroup, at which
+	// the kernel killed one of its processes.
+	MemoryLimit uint64
+}
+
+// ParseHelperReport reads what the helper wrote on file descriptor 3.
+func ParseHelperReport(out string) HelperReport {
+	var r HelperReport
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		if v, ok := strings.CutPrefix(line, signalPrefix); ok {
 			if n, err := strconv.Atoi(v); err == nil {
-				signal = n
+				r.Signal = n
+			}
+		} else if v, ok := strings.CutPrefix(line, memoryPrefix); ok {
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+				r.MemoryLimit = n
 			}
 		} else if line != "" {
-			failure = line
+			r.Failure = line
 		}
 	}
-	return signal, failure
+	return r
 }
 
 // Report is what the helper's probe found: one Finding per layer.

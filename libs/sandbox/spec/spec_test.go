@@ -52,12 +52,19 @@ func TestReportRoundTrip(t *testing.T) {
 }
 
 func TestHelperReports(t *testing.T) {
-	sig, failure := spec.ParseHelperReport(spec.SignalReport(25) + "\n")
-	assert.Equal(t, 25, sig)
-	assert.Empty(t, failure)
-	sig, failure = spec.ParseHelperReport(spec.ErrorReport("starting /fn: no such file") + "\n")
-	assert.Zero(t, sig)
-	assert.Equal(t, "fnsandbox: starting /fn: no such file", failure)
+	for _, tc := range []struct {
+		name, out string
+		want      spec.HelperReport
+	}{
+		{"signal", spec.SignalReport(25) + "\n", spec.HelperReport{Signal: 25}},
+		{"failure", spec.ErrorReport("starting /fn: no such file") + "\n", spec.HelperReport{Failure: "fnsandbox: starting /fn: no such file"}},
+		{"memory", spec.MemoryReport(96<<20) + "\n" + spec.SignalReport(9) + "\n", spec.HelperReport{Signal: 9, MemoryLimit: 96 << 20}},
+		{"nothing", "", spec.HelperReport{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, spec.ParseHelperReport(tc.out))
+		})
+	}
 }
 
 func TestWarmHelperAnswers(t *testing.T) {

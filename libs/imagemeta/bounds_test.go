@@ -39,15 +39,15 @@ func TestRegistryAnswersAreBounded(t *testing.T) {
 	}{
 		{name: "an endless manifest", path: "/v2/fns/fn/manifests/v1",
 			handler: testregistry.Endless("application/vnd.oci.image.manifest.v1+json", `{"schemaVersion":2,"annotations":{"a":"`, "a"),
-			message: "more than 4194304 bytes"},
+			message: "more than 1048576 bytes"},
 		{name: "a manifest that declares more than the bound", path: "/v2/fns/fn/manifests/v1",
-			handler: testregistry.Declaring("application/vnd.oci.image.manifest.v1+json", DefaultMaxManifestSize+1), message: "4194305 bytes, more than 4194304"},
+			handler: testregistry.Declaring("application/vnd.oci.image.manifest.v1+json", DefaultMaxManifestSize+1), message: "1048577 bytes, more than 1048576"},
 		{name: "a manifest over a bound set lower", path: "/v2/fns/fn/manifests/v1", opts: Options{MaxManifestSize: 1 << 10},
 			handler: testregistry.Endless("application/vnd.oci.image.manifest.v1+json", `{"schemaVersion":2,"annotations":{"a":"`, "a"),
 			message: "more than 1024 bytes"},
 		{name: "an endless tag-list page", path: tagsPath, tags: true,
 			handler: testregistry.Endless("application/json", `{"name":"fns/fn","tags":[`, `"v1.0.0",`),
-			message: "tag list: too large: more than 4194304 bytes", tagPages: 1},
+			message: "tag list: too large: more than 1048576 bytes", tagPages: 1},
 		{name: "tag-list pages over the list's bytes together", path: tagsPath, tags: true, opts: Options{MaxTagListSize: 64 << 10},
 			handler: testregistry.LinkedPages(tagsPath, 40<<10), message: "more than 65536 bytes", tagPages: 2},
 		{name: "tag-list pages without end", path: tagsPath, tags: true,
@@ -75,6 +75,24 @@ func TestRegistryAnswersAreBounded(t *testing.T) {
 	}
 }
 
+// An answer whose headers pass MaxAnswerHeaderBytes fails the lookup before
+// any more of it is read.
+func TestAnswerHeadersAreBounded(t *testing.T) {
+	reg := testregistry.New(t)
+	reg.Serve("/v2/fns/fn/manifests/v1", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for i := range 64 { // 64 × 8 KiB: twice the bound
+			w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("a", 8<<10))
+		}
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		_, _ = io.WriteString(w, `{"schemaVersion":2}`)
+	}))
+	r := resolver(t, reg, Options{})
+	_, err := r.Resolve(context.Background(), reg.Host+"/fns/fn:v1")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "headers exceeded")
+	assert.Zero(t, r.flights.inFlight(), "lookups left in flight")
+}
+
 // A config blob larger than the bound is never asked for, whether the
 // image has one (pushed) or its manifest only says so; what the manifest
 // declares is read no further than that. The refusal is remembered for
@@ -94,8 +112,8 @@ func TestConfigOverTheBoundIsNotFetched(t *testing.T) {
 
 	for _, tc := range []struct{ image, message string }{
 		{reg.Host + "/fns/big:v1", "config: too large: the manifest declares"},
-		{reg.Host + "/fns/big@" + big.String(), "more than 4194304"},
-		{reg.Host + "/fns/lying:v1", "declares 10737418240 bytes, more than 4194304"},
+		{reg.Host + "/fns/big@" + big.String(), "more than 1048576"},
+		{reg.Host + "/fns/lying:v1", "declares 10737418240 bytes, more than 1048576"},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
 			blobs := reg.BlobRequests()

@@ -247,13 +247,21 @@ func (r *Resolver) capped() http.RoundTripper {
 // registryTransport is go-containerregistry's default transport dialling
 // through g, which also opens g's proxy tunnels: the transport's own Proxy
 // is never used, as it would ask the proxy for the name, not the address g
-// checked. So are the environment's proxy settings never used.
+// checked. So are the environment's proxy settings never used. An answer's
+// headers are bounded at MaxAnswerHeaderBytes (net/http's default is 10
+// MiB), outside the bodies' bounds.
 func registryTransport(g *dialGuard) *http.Transport {
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = g.DialContext
 	tr.Proxy = nil
+	tr.MaxResponseHeaderBytes = MaxAnswerHeaderBytes
 	return tr
 }
+
+// MaxAnswerHeaderBytes bounds the headers of a registry's answer: a
+// registry sends a few (the digest, the content type, a tag list's Link, a
+// challenge), a few KiB at most.
+const MaxAnswerHeaderBytes = 256 << 10
 
 // ParseProxyURL parses a proxy URL for Options.Proxy: "" is none (nil);
 // the scheme must be one the transport dials (http, https, socks5,

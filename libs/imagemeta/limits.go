@@ -18,21 +18,24 @@ import (
 // bound is read.
 var ErrTooLarge = errors.New("too large")
 
-// The bounds of registry reads, by default.
+// The bounds of registry reads, by default. Decoded, JSON may take several
+// times its bytes (heldFactor): at these bounds the lookups in flight and
+// the caches together hold MaxHeld at most, which the pod-manager fits into
+// its container's memory beside its calls.
 const (
 	// DefaultMaxManifestSize bounds a manifest or image index, and every
-	// other answer but a blob's (pings, tokens, errors): the OCI
-	// distribution spec has registries accept manifests up to 4 MiB, and a
-	// function image's manifest is a few KiB.
-	DefaultMaxManifestSize = 4 << 20
+	// other answer but a blob's (pings, tokens, errors). A function image's
+	// manifest is a few KiB; the OCI distribution spec has registries
+	// accept up to 4 MiB, which a flag may allow.
+	DefaultMaxManifestSize = 1 << 20
 	// DefaultMaxConfigSize bounds an image's config blob. A function image's
 	// config (Entrypoint, Env, labels, one history entry a layer) is a few
-	// KiB; 4 MiB is far above what docker, ko or buildpacks write.
-	DefaultMaxConfigSize = 4 << 20
+	// KiB; 1 MiB is far above what docker, ko or buildpacks write.
+	DefaultMaxConfigSize = 1 << 20
 	// DefaultMaxTagListSize bounds the bytes of one repository's tag list,
-	// all its pages together: some 30,000 tags of the longest (128 bytes). A
-	// catalog function has tens.
-	DefaultMaxTagListSize = 4 << 20
+	// all its pages together: some 8,000 tags of the longest (128 bytes),
+	// 40,000 of 20. A catalog function has tens.
+	DefaultMaxTagListSize = 1 << 20
 	// DefaultMaxTagPages bounds the pages of one tag list (a registry
 	// decides how many tags a page has, often 100 or 1,000): each is a
 	// round trip within the lookup's minute.
@@ -40,12 +43,30 @@ const (
 	// DefaultTagListTTL is how long a tag list is reused.
 	DefaultTagListTTL = 30 * time.Second
 	// DefaultMaxLookups bounds the registry lookups in flight.
-	DefaultMaxLookups = 16
+	DefaultMaxLookups = 8
 	// metaCacheBytes bounds what each part of the metadata cache (claimed
 	// images', the others') holds besides its entries' number: an
 	// Entrypoint may be as long as its config blob allows.
 	metaCacheBytes = 8 << 20
+	// heldFactor is how many times the bytes it read a lookup may hold
+	// decoded, at its costliest: JSON of one-byte strings, each a 16-byte
+	// string header in Go, in slices grown by doubling. Measured
+	// 2026-12-02 (TestLookupsHoldNoMoreThanMaxHeld): about 7 for a tag list
+	// and for a config's Env.
+	heldFactor = 8
 )
+
+// MaxHeld is the most memory the registry lookups in flight and the caches
+// of a Resolver made with o may hold together, in bytes.
+func (o Options) MaxHeld() int64 {
+	manifest := positive(o.MaxManifestSize, DefaultMaxManifestSize)
+	config := positive(o.MaxConfigSize, DefaultMaxConfigSize)
+	tagList := positive(o.MaxTagListSize, DefaultMaxTagListSize)
+	lookups := int64(positive(o.MaxLookups, DefaultMaxLookups))
+	perLookup := heldFactor*max(imageBudget(manifest, config), tagList) + MaxAnswerHeaderBytes
+	caches := int64(classes) * (int64(tagCacheBytes(tagList)) + metaCacheBytes)
+	return lookups*perLookup + caches
+}
 
 // imageBudget is what one image lookup may read, all its answers together
 // (pings, tokens, an index, a manifest, a config blob, and their retries):

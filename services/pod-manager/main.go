@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.maxCallsPerPod, "max-calls-per-pod", 16, "Calls one function pod is given at once (running or waiting in its wrapper-server, whose --max-queue the default template sets to this). More wait here, in arrival order and each up to its deadline, for a pod with room while pods are started up to maxParallelExecutions; --max-in-flight-bytes bounds what waits.")
 	fs.IntVar(&o.maxParallelPods, "max-parallel-pods-per-function", 1, "Default maxParallelExecutions: the most pods per function.")
 	fs.IntVar(&o.maxRequestBodySize, "max-request-body-size", 6*1024*1024, "Largest gRPC message received or sent, in bytes; passed to every wrapper-server.")
-	o.admission.Register(fs, 1<<30, 4096, 128<<20, "input bytes × 2 (the request's buffers and the answer's)")
+	o.admission.Register(fs, 832<<20, 4096, 128<<20, "input bytes × 2 (the request's buffers and the answer's)")
 	fs.BoolVar(&o.enablePrivateRegistries, "enable-private-registries", false, "Use the credentials at --registry-auth-secret-path for image metadata and as the pods' pull secret.")
 	fs.StringVar(&o.registryAuthSecretPath, "registry-auth-secret-path", "/var/tmp/config-secret/.dockerconfigjson", "dockerconfigjson file with registry credentials.")
 	fs.StringVar(&o.registryAuthSecretName, "registry-auth-secret-name", "auth-secret", "Name of the pull Secret created in --pod-namespace from those credentials and added to pods' imagePullSecrets.")
@@ -168,7 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "The cluster's DNS domain, for --pod-address=service-dns.")
 	fs.DurationVar(&o.imageMetadataTTL, "image-metadata-ttl", 5*time.Minute, "How long a tag's digest and entrypoint are reused (digests never change).")
 	fs.DurationVar(&o.tagListTTL, "tag-list-ttl", imagemeta.DefaultTagListTTL, "How long a repository's tag list, listed to resolve a call's tag constraint, is reused. Calls that need one list at once share one listing.")
-	fs.IntVar(&o.maxRegistryLookups, "max-registry-lookups", imagemeta.DefaultMaxLookups, fmt.Sprintf("Registry lookups (an image's manifest and config, or a repository's tag list) in flight at once. Each runs up to a minute, shared by the calls that need it, and ends when none of them waits any more; past the bound, a call that needs another is refused at once with ResourceExhausted (an image whose metadata expired gets that). An image's lookup reads at most 2 × %d MiB (an index and a manifest) + --max-image-config-size, all its answers together, pings, tokens and retries too; a tag list's, --max-tag-list-size.", imagemeta.DefaultMaxManifestSize>>20))
+	fs.IntVar(&o.maxRegistryLookups, "max-registry-lookups", imagemeta.DefaultMaxLookups, fmt.Sprintf("Registry lookups (an image's manifest and config, or a repository's tag list) in flight at once. Each runs up to a minute, shared by the calls that need it, and ends when none of them waits any more; past the bound, a call that needs another is refused at once with ResourceExhausted (an image whose metadata expired gets that). An image's lookup reads at most 2 × %d MiB (an index and a manifest) + --max-image-config-size, all its answers together, pings, tokens and retries too; a tag list's, --max-tag-list-size. Decoded, a lookup may hold up to 8 times what it read: the start check (the container's memory limit) counts that for each lookup, and the caches.", imagemeta.DefaultMaxManifestSize>>20))
 	fs.IntVar(&o.maxUnclaimedLookups, "max-unclaimed-registry-lookups", 0, "Of --max-registry-lookups, the most that images and repositories no FunctionConfig claims for pods may take (0: half, at least 1). The rest are kept for claimed ones, so that callers' images never crowd out porch's.")
 	fs.Int64Var(&o.maxImageConfigSize, "max-image-config-size", imagemeta.DefaultMaxConfigSize, "Largest image config blob read, in bytes. An image whose manifest declares a larger one is refused with ResourceExhausted before the config is asked for.")
 	fs.Int64Var(&o.maxTagListSize, "max-tag-list-size", imagemeta.DefaultMaxTagListSize, "Largest repository tag list read, in bytes, all its pages together; a call whose tag constraint needs a larger one is refused with ResourceExhausted.")
@@ -239,6 +239,21 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
+// registryOptions are the image metadata resolver's options from the
+// flags, credentials and CAs aside.
+func (o *options) registryOptions() imagemeta.Options {
+	return imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy, NoProxy: o.registryNoProxy,
+		TagListTTL: o.tagListTTL, MaxLookups: o.maxRegistryLookups, MaxUnclaimedLookups: o.maxUnclaimedLookups, MaxConfigSize: o.maxImageConfigSize,
+		MaxTagListSize: o.maxTagListSize, MaxTagPages: o.maxTagListPages}
+}
+
+// rest is the memory the pod-manager holds beside its admitted calls: what
+// its transport holds of calls not yet admitted, its registry lookups and
+// caches, and its runtime.
+func (o *options) rest() int64 {
+	return o.common.Held(o.maxRequestBodySize) + o.registryOptions().MaxHeld() + admission.RuntimeHeadroom
+}
+
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
@@ -252,7 +267,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Past its container's limit the kubelet kills the service with
 	// every call in flight: what admission and the transport may hold
 	// must fit it.
-	if err := o.admission.FitContainer(o.common.Held(o.maxRequestBodySize) + admission.RuntimeHeadroom); err != nil {
+	if err := o.admission.FitContainer(o.rest()); err != nil {
 		return grpcserving.FlagError(err)
 	}
 	tel, err := telemetry.Setup(ctx, "pod-manager")
@@ -282,9 +297,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var current atomic.Pointer[templates.Templates]
 	current.Store(tpl)
 
-	metaOpts := imagemeta.Options{TTL: o.imageMetadataTTL, AllowedRegistries: o.allowedRegistries, Proxy: o.registryProxy, NoProxy: o.registryNoProxy,
-		TagListTTL: o.tagListTTL, MaxLookups: o.maxRegistryLookups, MaxUnclaimedLookups: o.maxUnclaimedLookups, MaxConfigSize: o.maxImageConfigSize,
-		MaxTagListSize: o.maxTagListSize, MaxTagPages: o.maxTagListPages}
+	metaOpts := o.registryOptions()
 	pullSecret := ""
 	if o.enablePrivateRegistries {
 		metaOpts.DockerConfigPath = o.registryAuthSecretPath

@@ -23,7 +23,7 @@ func TestRegistryBoundFlags(t *testing.T) {
 		want  bounds
 		fails bool
 	}{
-		{name: "defaults", want: bounds{ttl: 30 * time.Second, lookups: 16, pages: 64, config: 4 << 20, tags: 4 << 20}},
+		{name: "defaults", want: bounds{ttl: 30 * time.Second, lookups: 8, pages: 64, config: 1 << 20, tags: 1 << 20}},
 		{name: "set", args: []string{"--tag-list-ttl=5s", "--max-registry-lookups=4", "--max-unclaimed-registry-lookups=3", "--max-tag-list-pages=8",
 			"--max-image-config-size=65536", "--max-tag-list-size=1048576"},
 			want: bounds{ttl: 5 * time.Second, lookups: 4, unclaimed: 3, pages: 8, config: 65536, tags: 1 << 20}},
@@ -67,4 +67,16 @@ func TestRegistryNoProxyFlag(t *testing.T) {
 			assert.Equal(t, tt.want, o.registryNoProxy)
 		})
 	}
+}
+
+// The shipped budgets fit deploy/'s 1,408 MiB limit with what the transport
+// holds, the registry lookups and caches at their costliest, and the
+// runtime: the pod-manager starts under the limit it is given.
+func TestShippedBudgetFitsTheContainer(t *testing.T) {
+	o, err := parseFlags([]string{"--wrapper-server-image=fnrunner/wrapper-server"}, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, o.admission.Fit(1408<<20, true, o.rest()))
+	t.Logf("in flight %d MiB + queue %d MiB + the rest %d MiB (registry %d MiB)", o.admission.MaxInFlightBytes>>20, o.admission.MaxQueueBytes>>20, o.rest()>>20, o.registryOptions().MaxHeld()>>20)
+	o.maxRegistryLookups = 64
+	assert.Error(t, o.admission.Fit(1408<<20, true, o.rest()), "64 lookups at once would not fit")
 }

@@ -129,11 +129,11 @@ func TestRegistryBoundsAreResourceExhausted(t *testing.T) {
 		name, image, tag string
 		message          string
 	}{
-		{name: "an endless tag-list page", image: "endless-tags", tag: "~1.0", message: "tag list: too large: more than 4194304 bytes"},
+		{name: "an endless tag-list page", image: "endless-tags", tag: "~1.0", message: "tag list: too large: more than 1048576 bytes"},
 		{name: "tag-list pages without end", image: "linked-tags", tag: "~1.0", message: "tag list: too large: more than 64 pages"},
 		{name: "a config blob over the bound", image: "big-config:v1", message: "config: too large: the manifest declares"},
-		{name: "a manifest declaring a config of 1 TiB", image: "lying:v1", message: "declares 1099511627776 bytes, more than 4194304"},
-		{name: "an endless manifest", image: "huge-manifest:v1", message: "too large: more than 4194304 bytes"},
+		{name: "a manifest declaring a config of 1 TiB", image: "lying:v1", message: "declares 1099511627776 bytes, more than 1048576"},
+		{name: "an endless manifest", image: "huge-manifest:v1", message: "too large: more than 1048576 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := testServer(tables, testResolver(t, reg, imagemeta.Options{}), noPods{}, Options{RunUnclaimed: true})

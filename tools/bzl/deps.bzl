@@ -6,15 +6,15 @@ load(":envtest.bzl", "envtest_assets")
 load(":go_repos.bzl", "go_mod_deps")
 load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
+load(":module_binaries.bzl", "module_binaries")
 load(":node.bzl", "node_binaries", "node_packages")
 load(":porchrender.bzl", "porchrender_binary")
-load(":upstreamfns.bzl", "upstream_functions")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @upstreamfns and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @upstreamfns, @linttools and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -113,11 +113,24 @@ def fnrunner_dependencies():
 
     # Catalog releases as porch runs them, built from their own modules:
     # starlark v0.3.0 reserves 4 GiB of address space at start.
-    upstream_functions(
+    module_binaries(
         name = "upstreamfns",
         go_mod = Label("//tools/upstreamfns:go.mod"),
         go_sum = Label("//tools/upstreamfns:go.sum"),
         tools = {"starlark-v0.3.0": "github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark"},
+        what = "Catalog function binaries of releases fnrunner does not link",
+        cache = "upstreamfns",
+    )
+
+    # staticcheck, pinned in its own module (it would move the root
+    # module's golang.org/x/tools), for //tools/lint:vet_test.
+    module_binaries(
+        name = "linttools",
+        go_mod = Label("//tools/lint/staticcheck:go.mod"),
+        go_sum = Label("//tools/lint/staticcheck:go.sum"),
+        tools = {"staticcheck": "honnef.co/go/tools/cmd/staticcheck"},
+        what = "Linters",
+        cache = "linttools",
     )
 
     # Debian's CA bundle, put into every image.

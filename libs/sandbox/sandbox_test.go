@@ -30,11 +30,7 @@ import (
 // helper is fnsandbox, built by Bazel (FNRUNNER_FNSANDBOX) or by hand.
 func helper(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("FNRUNNER_FNSANDBOX")
-	if p == "" {
-		harness.Need(t, "the sandbox", errors.New("FNRUNNER_FNSANDBOX is not set (run under Bazel, or set it to an fnsandbox built by hand)"))
-	}
-	return harness.Runfile(t, p)
+	return harness.Binary(t, "FNRUNNER_FNSANDBOX")
 }
 
 func discard() *slog.Logger {

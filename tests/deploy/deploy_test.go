@@ -6,7 +6,6 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,16 +55,11 @@ func workloadPods(t *testing.T, o *unstructured.Unstructured) *corev1.PodTemplat
 
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
-	// A runfile under Bazel; under go test, in the source tree from this
-	// package's directory.
 	dir := filepath.Join("deploy", "overlays", overlay)
-	if os.Getenv("TEST_SRCDIR") == "" {
-		dir = filepath.Join("..", "..", dir)
-	}
 	opts := krusty.MakeDefaultOptions()
 	// Runfiles are symlinks into the source tree.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), harness.Runfile(t, dir))
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), harness.Source(t, dir))
 	require.NoError(t, err, "kustomize %s", overlay)
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {

@@ -54,6 +54,17 @@ func Binary(t testing.TB, env string) string {
 	return p
 }
 
+// Source resolves rel, a path from the repository's root that the test
+// declares as data: its runfile under Bazel, the source tree's own under
+// plain go test (found as Workspace finds it).
+func Source(t testing.TB, rel string) string {
+	t.Helper()
+	if os.Getenv("TEST_SRCDIR") != "" {
+		return Runfile(t, rel)
+	}
+	return filepath.Join(Workspace(t), rel)
+}
+
 // WorkspaceFileEnv names the environment variable that holds the runfiles
 // path of //:WORKSPACE; a test that reads the source tree declares
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -37,8 +38,14 @@ var helpers = []struct {
 	{"tests/testregistry", "New", []string{"privateRegistry"}},
 }
 
+// runfilesEnv are the variables Bazel locates runfiles by: code reading one
+// outside tests/harness is a runfiles lookup written again, whatever its
+// name (use harness.Runfile, Binary or Source).
+var runfilesEnv = map[string]bool{"TEST_SRCDIR": true, "TEST_WORKSPACE": true, "RUNFILES_DIR": true, "RUNFILES_MANIFEST_FILE": true}
+
 // TestOneDefinitionPerHelper walks the repository's Go sources and fails
-// when a shared test helper is written a second time.
+// when a shared test helper is written a second time: a function named like
+// one, or code that reads the runfiles variables.
 func TestOneDefinitionPerHelper(t *testing.T) {
 	root := harness.Workspace(t)
 	owner := map[string]int{} // lower-case name → index in helpers
@@ -87,6 +94,10 @@ func TestOneDefinitionPerHelper(t *testing.T) {
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
+			case *ast.CallExpr:
+				if name := runfilesRead(n); name != "" && dir != "tests/harness" {
+					t.Errorf("%s: reads %s, a runfiles lookup written again; use tests/harness.Runfile, Binary or Source", fset.Position(n.Pos()), name)
+				}
 			case *ast.FuncDecl:
 				if n.Recv == nil {
 					found(n.Name)
@@ -113,6 +124,43 @@ func TestOneDefinitionPerHelper(t *testing.T) {
 	require.NoError(t, err)
 	for i, h := range helpers {
 		assert.Equal(t, 1, homes[i], "definitions of %s.%s, the helper's home", h.dir, h.name)
+	}
+}
+
+// runfilesRead is the runfiles variable call reads (os.Getenv or
+// os.LookupEnv of one of runfilesEnv), or "".
+func runfilesRead(call *ast.CallExpr) string {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || len(call.Args) != 1 || (sel.Sel.Name != "Getenv" && sel.Sel.Name != "LookupEnv") {
+		return ""
+	}
+	if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "os" {
+		return ""
+	}
+	lit, ok := call.Args[0].(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return ""
+	}
+	name, err := strconv.Unquote(lit.Value)
+	if err != nil || !runfilesEnv[name] {
+		return ""
+	}
+	return name
+}
+
+// A renamed runfiles lookup is caught by what it reads.
+func TestRunfilesReadIsFound(t *testing.T) {
+	for _, tc := range []struct {
+		src, want string
+	}{
+		{`os.Getenv("TEST_SRCDIR")`, "TEST_SRCDIR"},
+		{`os.LookupEnv("RUNFILES_DIR")`, "RUNFILES_DIR"},
+		{`os.Getenv("HOME")`, ""},
+		{`env.Getenv("TEST_SRCDIR")`, ""},
+	} {
+		e, err := parser.ParseExpr(tc.src)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, runfilesRead(e.(*ast.CallExpr)), tc.src)
 	}
 }
 

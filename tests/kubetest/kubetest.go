@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
 )
 
@@ -94,7 +95,7 @@ type Options struct {
 // fails the test, never skips it, when the binaries cannot be found.
 func Start(t testing.TB, opts Options) *Environment {
 	t.Helper()
-	if err := resolveAssets(); err != nil {
+	if err := resolveAssets(t); err != nil {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()
@@ -172,13 +173,9 @@ func Start(t testing.TB, opts Options) *Environment {
 // resolveAssets makes the TEST_ASSET_* paths absolute: Bazel's rootpath is
 // relative to the main workspace's runfiles directory, while a go_test runs
 // in its package directory.
-func resolveAssets() error {
+func resolveAssets(t testing.TB) error {
 	if os.Getenv("KUBEBUILDER_ASSETS") != "" {
 		return nil
-	}
-	root := os.Getenv("TEST_SRCDIR")
-	if ws := os.Getenv("TEST_WORKSPACE"); root != "" && ws != "" {
-		root = filepath.Join(root, ws)
 	}
 	// The variables envtest reads for each binary's path.
 	for _, name := range []string{"TEST_ASSET_KUBE_APISERVER", "TEST_ASSET_ETCD"} {
@@ -186,9 +183,7 @@ func resolveAssets() error {
 		if p == "" {
 			return fmt.Errorf("%s is not set: run under Bazel (tools/bazel test), or set KUBEBUILDER_ASSETS to a directory holding kube-apiserver and etcd", name)
 		}
-		if !filepath.IsAbs(p) && root != "" {
-			p = filepath.Join(root, p)
-		}
+		p = harness.Runfile(t, p)
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

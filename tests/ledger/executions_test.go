@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
 // fakeTB records what a check says instead of failing the test: Errorf
@@ -170,12 +172,7 @@ func TestCheckExecutionsOf(t *testing.T) {
 // binary-runner and the wrapper-server run it) run twice for one call, as
 // a runner that repeats a call would, is caught.
 func TestCheckExecutionsCatchesTheRecordFunctionRunTwice(t *testing.T) {
-	bin := os.Getenv("FNRUNNER_RECORD")
-	require.NotEmpty(t, bin, "FNRUNNER_RECORD is not set: run this test with tools/bazel test")
-	// A runfiles path ($(rootpath)); go_test runs in the package's directory.
-	bin = filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), bin)
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "FNRUNNER_RECORD")
+	bin := harness.Binary(t, "FNRUNNER_RECORD")
 	for _, tc := range executionCases {
 		t.Run(tc.name, func(t *testing.T) {
 			record := filepath.Join(t.TempDir(), "runs")

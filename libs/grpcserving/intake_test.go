@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,6 +293,61 @@ func TestTricklingRequestIsEnded(t *testing.T) {
 	assert.Equal(t, 1.0, g.refused(t, "receive_too_slow"))
 	assert.Zero(t, g.refused(t, "receive_timeout"))
 	g.porch(t, 2)
+}
+
+// Clients that close their connection under a call they made leave
+// nothing of their IP behind once the call has ended: grpc-go closes the
+// connection before it ends its streams.
+func TestClosedPeersAreForgotten(t *testing.T) {
+	srv := grpcserving.New(slog.New(slog.NewTextHandler(io.Discard, nil)), grpcserving.Config{
+		Name: "test", MaxMessageSize: 4 << 20, MaxConcurrentStreams: 1024, Intake: intake.Limits{MaxReading: 4, ReceiveTimeout: time.Minute},
+	})
+	entered := make(chan struct{}, 64)
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "test.Echo",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Echo",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				var in wrapperspb.BytesValue
+				if err := dec(&in); err != nil {
+					return nil, err
+				}
+				if string(in.GetValue()) == "block" {
+					entered <- struct{}{}
+					<-ctx.Done()
+				}
+				return wrapperspb.Bytes(bytes.Repeat(in.GetValue(), 10)), nil
+			},
+		}},
+	}, struct{}{})
+	g := gated{srv: srv, addr: serve(t, srv)}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		local := fmt.Sprintf("127.0.9.%d", i+1)
+		cc, err := grpc.NewClient(g.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+				return d.DialContext(ctx, "tcp", a)
+			}))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = cc.Invoke(context.Background(), echoMethod, wrapperspb.Bytes([]byte("block")), new(wrapperspb.BytesValue))
+		}()
+		select { // its handler runs, and waits for the stream's end
+		case <-entered:
+		case <-time.After(patience):
+			t.Fatal("the call did not reach its handler")
+		}
+		require.NoError(t, cc.Close())
+	}
+	wg.Wait()
+	harness.WaitFor(t, "every connection and IP forgotten", func() bool {
+		return g.gauge(t, "fnrunner_intake_connections") == 0 && g.gauge(t, "fnrunner_intake_peers") == 0
+	})
+	g.porch(t, 1)
 }
 
 // A client that asks for large answers and never opens its receive window

@@ -3,6 +3,7 @@ package intake
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,15 +57,26 @@ func connKey(remote, local net.Addr) string {
 	return k
 }
 
-// peerOf is a connection's peer for the per-peer limit: its IP.
+// peerOf is a connection's peer for the per-peer limits and shares: its
+// IPv4 address, or its IPv6 /64 (one host's whole subnet: it may use any
+// address of it).
 func peerOf(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
-	if host, _, err := net.SplitHostPort(a.String()); err == nil {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Unmap().Is4() {
 		return host
 	}
-	return a.String()
+	p, err := ip.Prefix(64)
+	if err != nil {
+		return host
+	}
+	return p.String()
 }
 
 // admit counts a new connection in, closing another to make room or
@@ -187,6 +199,7 @@ type conn struct {
 
 	// Under g.mu:
 	streams int // streams tapped and not ended
+	reading int // streams reading their request
 
 	// Answers handed to the transport and bytes written, for Sent.
 	out outbox

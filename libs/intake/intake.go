@@ -157,6 +157,7 @@ func New(log *slog.Logger, server string, limits Limits) *Gate {
 	}
 	g.gauges = []prometheus.Collector{
 		gauge("fnrunner_intake_connections", "Client connections open.", func() float64 { return float64(g.Connections()) }),
+		gauge("fnrunner_intake_peers", "Client IPs (IPv6: /64s) with a connection or a call.", func() float64 { return float64(g.Peers()) }),
 		gauge("fnrunner_intake_unread_streams", "Streams whose request is not being read yet.", func() float64 { return float64(g.Unread()) }),
 		gauge("fnrunner_intake_reading_streams", "Streams whose request is being read.", func() float64 { return float64(g.Reading()) }),
 		gauge("fnrunner_intake_unsent_bytes", "Answers waiting to leave for their clients, in bytes.", func() float64 { return float64(g.Unsent()) }),
@@ -175,6 +176,14 @@ func (g *Gate) Connections() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.conns)
+}
+
+// Peers is the number of client IPs (IPv6: /64s) the gate holds a share
+// for: each with a connection open or a stream not ended.
+func (g *Gate) Peers() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.peers)
 }
 
 // Unread is the number of streams whose request is not being read yet.
@@ -366,6 +375,7 @@ func (t *ticket) releaseLocked() (heldSlot bool) {
 	case stateReading:
 		g.reading--
 		p.reading--
+		t.c.reading--
 		heldSlot = true
 		if t.rate != nil {
 			t.rate.Stop()
@@ -423,6 +433,9 @@ func (t *ticket) end() {
 	c.streams--
 	c.peer.streams--
 	g.forgetLocked(c)
+	// grpc-go closes a connection before it ends its streams: the peer's
+	// share goes with its last stream.
+	g.forgetPeerLocked(c.peer)
 	g.mu.Unlock()
 	if t.receive != nil {
 		t.receive.Stop()

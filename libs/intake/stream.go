@@ -69,7 +69,12 @@ func read(ctx context.Context, recv func() error) error {
 		return Status(ctx, err)
 	}
 	err := recv()
-	t.endRead()
+	if cause := t.endRead(); cause != nil {
+		// The gate ended the stream while it read (its receive timeout,
+		// its rate): the read's own error, if any, is grpc-go's Canceled,
+		// and a read that finished just then is not to be run.
+		return causeStatus(cause)
+	}
 	if err != nil {
 		return Status(ctx, err)
 	}
@@ -187,6 +192,7 @@ func (t *ticket) grantLocked() {
 	t.state = stateReading
 	g.reading++
 	p.reading++
+	t.c.reading++
 	if g.limits.MinReceiveRate > 0 && !t.c.untracked {
 		t.seen = t.c.bytesRead.Load()
 		t.rate = time.AfterFunc(g.rateWindow(), t.measure)
@@ -212,7 +218,9 @@ func (t *ticket) measure() {
 		return
 	}
 	now := t.c.bytesRead.Load()
-	if float64(now-t.seen) >= float64(g.limits.MinReceiveRate)*w.Seconds() {
+	// Every stream reading on the connection needs the rate: one paid
+	// for does not carry the others.
+	if float64(now-t.seen) >= float64(g.limits.MinReceiveRate)*w.Seconds()*float64(max(t.c.reading, 1)) {
 		t.seen = now
 		t.rate = time.AfterFunc(w, t.measure)
 		g.mu.Unlock()
@@ -274,18 +282,22 @@ func (g *Gate) queueLocked(p *peerShare) {
 }
 
 // endRead marks t's request read: its reading slot goes to the next
-// stream, and its receive timeout stops.
-func (t *ticket) endRead() {
+// stream, and its receive timeout stops. It returns why the gate ended t
+// instead, if it did while t read.
+func (t *ticket) endRead() (endedBy error) {
 	g := t.g
 	g.mu.Lock()
 	if t.state == stateReading {
 		t.releaseLocked()
 		g.grantLocked()
+	} else {
+		endedBy = t.cause
 	}
 	g.mu.Unlock()
 	if t.receive != nil {
 		t.receive.Stop()
 	}
+	return endedBy
 }
 
 // Sent calls done once an answer of n bytes, handed to the transport by

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -141,32 +142,35 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := o.registerRunner(log, srv, cfg, sb, dirs); err != nil {
+		return err
+	}
+	reporter, err := o.newReporter(log, cfg)
+	if err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { cfg.Run(ctx); return nil })
+	g.Go(func() error { reporter.Run(ctx); return nil })
+	g.Go(func() error {
+		if cfg.WaitReady(ctx) {
+			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		}
+		return nil
+	})
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	return g.Wait()
+}
+
+// registerRunner registers on srv the runner of the go and binary
+// executors, behind admission, and the metrics.
+func (o *options) registerRunner(log *slog.Logger, srv *grpcserving.Server, cfg *configclient.Client, sb *sandbox.Sandbox, dirs *fnexec.Dirs) error {
 	srv.Registry.MustRegister(sb.Collector())
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)
-	exec := fnexec.Options{
-		Env:            passedEnv(o.functionEnv),
-		MaxOutputBytes: o.maxRequestBodySize,
-		MaxLogBytes:    o.maxLogBytes,
-		TempDir:        o.tempDir,
-		Dirs:           dirs,
-	}
-	scriptExec := exec
-	if sb.Enabled() {
-		exec.Sandbox = sb
-		scriptExec.Sandbox = sb
-		if ports := o.starlark.Ports(); len(ports) > 0 {
-			scriptExec.Sandbox = sb.AllowingConnect(ports...)
-		}
-	}
-	if o.reportTokenFile != "" && !slices.Contains(sb.Layers(), sandbox.Landlock) {
-		log.Warn("--report-token-file without the landlock sandbox layer: functions can read this runner's report token, and report for it", "report_token_file", o.reportTokenFile)
-	}
-	if len(o.starlark.AllowedHosts) > 0 && !slices.Contains(sb.Layers(), sandbox.Landlock) {
-		// Only Landlock filters by port; the starlark binary still
-		// dials only the allowed hosts.
-		log.Warn("--starlark-allowed-hosts without the landlock sandbox layer: starlark processes keep the runner's network, every port", "allowed_hosts", o.starlark.AllowedHosts)
-	}
+	exec, scriptExec := o.execOptions(sb, dirs)
+	o.warnUnsandboxed(log, sb)
 	srv.Registry.MustRegister(cfg.Collectors()...)
 	evaluations, err := evalmetrics.New(srv.Registry, cfg)
 	if err != nil {
@@ -180,31 +184,58 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Scripts:            runner.Scripts{Args: o.starlark.Args(), Exec: &scriptExec},
 		Admission:          admitted,
 	})})
+	return nil
+}
 
+// execOptions are how function binaries (exec) and starlark scripts'
+// processes (scriptExec) run: in sb when it is enabled, a script's also
+// allowed to connect to the ports of --starlark-allowed-hosts.
+func (o *options) execOptions(sb *sandbox.Sandbox, dirs *fnexec.Dirs) (exec, scriptExec fnexec.Options) {
+	exec = fnexec.Options{
+		Env:            passedEnv(o.functionEnv),
+		MaxOutputBytes: o.maxRequestBodySize,
+		MaxLogBytes:    o.maxLogBytes,
+		TempDir:        o.tempDir,
+		Dirs:           dirs,
+	}
+	scriptExec = exec
+	if sb.Enabled() {
+		exec.Sandbox = sb
+		scriptExec.Sandbox = sb
+		if ports := o.starlark.Ports(); len(ports) > 0 {
+			scriptExec.Sandbox = sb.AllowingConnect(ports...)
+		}
+	}
+	return exec, scriptExec
+}
+
+// warnUnsandboxed says which flags do not hold without the landlock layer.
+func (o *options) warnUnsandboxed(log *slog.Logger, sb *sandbox.Sandbox) {
+	if o.reportTokenFile != "" && !slices.Contains(sb.Layers(), sandbox.Landlock) {
+		log.Warn("--report-token-file without the landlock sandbox layer: functions can read this runner's report token, and report for it", "report_token_file", o.reportTokenFile)
+	}
+	if len(o.starlark.AllowedHosts) > 0 && !slices.Contains(sb.Layers(), sandbox.Landlock) {
+		// Only Landlock filters by port; the starlark binary still
+		// dials only the allowed hosts.
+		log.Warn("--starlark-allowed-hosts without the landlock sandbox layer: starlark processes keep the runner's network, every port", "allowed_hosts", o.starlark.AllowedHosts)
+	}
+}
+
+// newReporter makes the reporter of this runner's binary executors' paths
+// to the config-reconciler.
+func (o *options) newReporter(log *slog.Logger, cfg *configclient.Client) (*report.Reporter, error) {
 	name, uid, err := identity()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var token func() (string, error)
 	if o.reportTokenFile != "" {
 		token = reporttoken.File(o.reportTokenFile).Token
 	}
-	reporter := report.New(log, cfg, cfg, func(path string) error {
+	return report.New(log, cfg, cfg, func(path string) error {
 		_, err := binpath.Resolve(o.functions, path, o.allowAbsolutePaths)
 		return err
-	}, report.Options{Runner: name, RunnerUID: uid, Recheck: recheckInterval, Token: token})
-
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { cfg.Run(ctx); return nil })
-	g.Go(func() error { reporter.Run(ctx); return nil })
-	g.Go(func() error {
-		if cfg.WaitReady(ctx) {
-			srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-		}
-		return nil
-	})
-	g.Go(func() error { return srv.Serve(ctx, lis) })
-	return g.Wait()
+	}, report.Options{Runner: name, RunnerUID: uid, Recheck: recheckInterval, Token: token}), nil
 }
 
 // memoryHeadroom is the binary-runner's own memory beside its calls'

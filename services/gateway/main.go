@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -123,25 +124,71 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	defer closeCfg()
 
-	executorDial := append([]grpc.DialOption{dialCreds,
+	executorDial := o.executorDialOptions(dialCreds, tel)
+	runnerConn, err := o.dialBinaryRunners(executorDial)
+	if err != nil {
+		return err
+	}
+	defer runnerConn.Close()
+	routes := runnerRoutes(runnerConn, off)
+	podRoutes, discovered, closeReplicas, err := o.podManagerRoutes(log, off, executorDial)
+	if err != nil {
+		return err
+	}
+	defer closeReplicas()
+	ev := server.NewEvaluator(log, cfg, append(routes, podRoutes...)...)
+
+	lis, srv, err := o.open(log, tel, cfg, ev, discovered)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready <- lis.Addr()
+	}
+	return o.runUntilDone(ctx, cfg, discovered, ev, lis, srv)
+}
+
+// executorDialOptions are the options of the connections to the executor
+// services: a call sent at most once, waiting up to
+// --executor-connect-timeout for a connection.
+func (o *options) executorDialOptions(dialCreds grpc.DialOption, tel *telemetry.Telemetry) []grpc.DialOption {
+	return append([]grpc.DialOption{dialCreds,
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxRequestBodySize), grpc.MaxCallSendMsgSize(o.maxRequestBodySize))},
 		append(append(sendonce.DialOptions(o.connectWait), grpcserving.WindowDialOptions()...), tel.DialOptions()...)...)
+}
+
+// dialBinaryRunners connects to the binary-runners of
+// --binary-runner-address, calls balanced across them.
+func (o *options) dialBinaryRunners(executorDial []grpc.DialOption) (*grpc.ClientConn, error) {
 	target, targetDial, err := sendonce.Target(o.binaryRunnerAddress)
 	if err != nil {
-		return grpcserving.FlagError(fmt.Errorf("--binary-runner-address: %w", err))
+		return nil, grpcserving.FlagError(fmt.Errorf("--binary-runner-address: %w", err))
 	}
 	runnerConn, err := grpc.NewClient(target, append(targetDial, executorDial...)...)
 	if err != nil {
-		return fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
+		return nil, fmt.Errorf("binary-runner address %q: %w", o.binaryRunnerAddress, err)
 	}
-	defer runnerConn.Close()
+	return runnerConn, nil
+}
 
+// runnerRoutes are the routes of the go and binary executors, both served
+// by the binary-runners, that off leaves on.
+func runnerRoutes(runnerConn *grpc.ClientConn, off map[executortable.Kind]bool) []server.Route {
 	var routes []server.Route
 	for _, k := range []executortable.Kind{executortable.Go, executortable.Binary} {
 		if !off[k] {
 			routes = append(routes, server.Route{Kind: k, Client: server.Service{Client: evalwire.NewClient(runnerConn)}, Health: healthpb.NewHealthClient(runnerConn)})
 		}
 	}
+	return routes
+}
+
+// podManagerRoutes is the pod executor's route, unless off has it or no
+// pod-manager is named: to the replicas of --pod-manager-srv (discovered,
+// then not nil) or of --pod-manager-address. closeConns closes the
+// connections to the replicas of --pod-manager-address; on an error they
+// are closed already.
+func (o *options) podManagerRoutes(log *slog.Logger, off map[executortable.Kind]bool, executorDial []grpc.DialOption) (routes []server.Route, discovered *server.DiscoveredReplicas, closeConns func(), err error) {
 	// dialReplica connects to one pod-manager replica.
 	dialReplica := func(addr string) (server.Replica, func(), error) {
 		conn, err := grpc.NewClient(addr, executorDial...)
@@ -151,9 +198,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		return server.Replica{Address: addr, Client: server.Service{Client: evalwire.NewClient(conn)}, Health: healthpb.NewHealthClient(conn)},
 			func() { conn.Close() }, nil
 	}
-	var discovered *server.DiscoveredReplicas
+	var closers []func()
+	closeConns = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 	if o.podManagerSRV != "" && o.podManagerAddress != "" {
-		return grpcserving.FlagError(fmt.Errorf("--pod-manager-srv and --pod-manager-address exclude each other"))
+		return nil, nil, nil, grpcserving.FlagError(fmt.Errorf("--pod-manager-srv and --pod-manager-address exclude each other"))
 	}
 	if o.podManagerSRV != "" && !off[executortable.Pod] {
 		discovered = server.NewDiscoveredReplicas(log, server.SRVLookup(o.podManagerSRV), dialReplica)
@@ -168,18 +220,24 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 			}
 			r, closeConn, err := dialReplica(addr)
 			if err != nil {
-				return err
+				closeConns()
+				return nil, nil, nil, err
 			}
-			defer closeConn()
+			closers = append(closers, closeConn)
 			replicas = append(replicas, r)
 		}
 		if len(replicas) == 0 {
-			return grpcserving.FlagError(fmt.Errorf("--pod-manager-address %q names no address", o.podManagerAddress))
+			closeConns()
+			return nil, nil, nil, grpcserving.FlagError(fmt.Errorf("--pod-manager-address %q names no address", o.podManagerAddress))
 		}
 		routes = append(routes, server.Route{Kind: executortable.Pod, Client: replicas, Health: replicas, Unclaimed: true})
 	}
-	ev := server.NewEvaluator(log, cfg, routes...)
+	return routes, discovered, closeConns, nil
+}
 
+// open opens the porch-facing port and registers on it ev, behind
+// admission, and the metrics.
+func (o *options) open(log *slog.Logger, tel *telemetry.Telemetry, cfg *configclient.Client, ev *server.Evaluator, discovered *server.DiscoveredReplicas) (net.Listener, *grpcserving.Server, error) {
 	lis, srv, err := o.common.Open(log, o.port, nil, grpcserving.Config{
 		Telemetry:      tel,
 		Name:           "gateway",
@@ -187,7 +245,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 		MaxMessageSize: o.maxRequestBodySize,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	admitted := o.admission.Limiter()
 	srv.Registry.MustRegister(admitted.Collectors()...)
@@ -198,14 +256,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready chan<- ne
 	}
 	evaluations, err := evalmetrics.New(srv.Registry, cfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	evalwire.Register(srv, &evalmetrics.Evaluator{Metrics: evaluations, Executor: evalmetrics.None,
 		Next: &admission.Evaluator{Next: ev, Limit: admitted, Factor: 2, Service: "gateway"}})
-	if ready != nil {
-		ready <- lis.Addr()
-	}
+	return lis, srv, nil
+}
 
+// runUntilDone runs the gateway until ctx ends or a part fails: the executor table,
+// the discovery of pod-manager replicas, the executors' health (the
+// gateway's) and the porch-facing service.
+func (o *options) runUntilDone(ctx context.Context, cfg *configclient.Client, discovered *server.DiscoveredReplicas, ev *server.Evaluator, lis net.Listener, srv *grpcserving.Server) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { cfg.Run(ctx); return nil })
 	if discovered != nil {

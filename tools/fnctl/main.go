@@ -151,16 +151,7 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if image == "" {
 		return usageErr(stderr, "--image is required")
 	}
-	pairs := fs.Args()
-	dir := ""
-	if len(pairs) > 0 {
-		if fi, err := os.Stat(pairs[0]); err == nil && fi.IsDir() {
-			dir, pairs = pairs[0], pairs[1:]
-			if len(pairs) > 0 && pairs[0] == "--" {
-				pairs = pairs[1:]
-			}
-		}
-	}
+	dir, pairs := packageArg(fs.Args())
 	if fnConfig != "" && len(pairs) > 0 {
 		return usageErr(stderr, "give either --fn-config or key=value pairs, not both")
 	}
@@ -191,6 +182,29 @@ func eval(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if dir != "" {
 		return evalPackage(ctx, c, dir, image, config, stderr)
 	}
+	return evalStream(ctx, c, image, config, in, wasList, stdout, stderr)
+}
+
+// packageArg is the package directory eval was given, if args (what
+// follows the flags) start with an existing directory, and the key=value
+// pairs after it (and after a "--" following it).
+func packageArg(args []string) (dir string, pairs []string) {
+	pairs = args
+	if len(pairs) > 0 {
+		if fi, err := os.Stat(pairs[0]); err == nil && fi.IsDir() {
+			dir, pairs = pairs[0], pairs[1:]
+			if len(pairs) > 0 && pairs[0] == "--" {
+				pairs = pairs[1:]
+			}
+		}
+	}
+	return dir, pairs
+}
+
+// evalStream runs image, with config, on the resources in (a YAML stream,
+// or a ResourceList when wasList) in one call, and writes the result to
+// stdout in the same form, the function's results and log to stderr.
+func evalStream(ctx context.Context, c common, image string, config *yaml.RNode, in []byte, wasList bool, stdout, stderr io.Writer) error {
 	reader := &kio.ByteReader{Reader: bytes.NewReader(in), PreserveSeqIndent: true, WrapBareSeqNode: true}
 	items, err := reader.Read()
 	if err != nil {
@@ -263,24 +277,7 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	c.register(fs)
 	resultsDir := fs.String("results-dir", "", "Directory to write kpt's FunctionResultList to, as results.yaml (kpt fn render --results-dir).")
-	images := map[string]string{}
-	fs.Func("map-image", "OLD=NEW: call image NEW where the Kptfile names OLD (repeatable), e.g. gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2 for the catalog's old names in local mode.", func(v string) error {
-		from, to, ok := strings.Cut(v, "=")
-		if !ok || from == "" || to == "" {
-			return fmt.Errorf("want OLD=NEW, not %q", v)
-		}
-		images[from] = to
-		return nil
-	})
-	prefixes := map[string]string{}
-	fs.Func("map-image-prefix", "OLD=NEW: call NEW+rest where a Kptfile image is OLD+rest (repeatable; NEW may be empty; --map-image wins, then the longest OLD), e.g. gcr.io/kpt-fn/= for the catalog's old registry in local mode.", func(v string) error {
-		from, to, ok := strings.Cut(v, "=")
-		if !ok || from == "" {
-			return fmt.Errorf("want OLD=NEW, not %q", v)
-		}
-		prefixes[from] = to
-		return nil
-	})
+	maps := registerImageMaps(fs)
 	truncate := fs.Bool("truncate-output", true, "Print at most 4 lines of a failed function's stderr (kpt fn render --truncate-output).")
 	output := fs.String("output", "", "Where the rendered resources go instead of back into the package (kpt fn render -o): stdout (one ResourceList), unwrap (a YAML stream, without path annotations) or a directory that does not exist yet.")
 	fs.StringVar(output, "o", "", "Short for --output.")
@@ -303,19 +300,9 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usageErr(stderr, "render takes one package directory")
 	}
-	var rendered *bytes.Buffer
-	switch *output {
-	case "":
-	case "stdout", "unwrap":
-		rendered = &bytes.Buffer{}
-	default:
-		// As kpt: the directory must not exist yet.
-		if _, err := os.Lstat(*output); err == nil {
-			return usageErr(stderr, fmt.Sprintf("directory %q already exists, please delete the directory and retry", *output))
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		rendered = &bytes.Buffer{}
+	rendered, err := outputBuffer(*output, stderr)
+	if err != nil {
+		return err
 	}
 	conn, err := c.dial(stderr)
 	if err != nil {
@@ -323,7 +310,7 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer conn.Close()
 	fmt.Fprintf(stderr, "Package %q:\n", dir)
-	mapImage := imageMap{exact: images, prefixes: prefixes}.Map
+	mapImage := maps.Map
 	ev := perCallDeadline{client: pb.NewFunctionEvaluatorClient(conn), timeout: c.timeout}
 	opts := kptrender.Options{Progress: stderr, MapImage: mapImage, AllowExec: *allowExec,
 		// kpt's opt-out of its attribution annotation, honoured as kpt does.
@@ -339,14 +326,8 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	})
 	list, err := kptrender.Render(ctx, dir, ev, opts)
 	if list != nil {
-		for _, item := range list.Items {
-			printItem(stderr, item, *truncate)
-		}
-		if *resultsDir != "" {
-			if werr := writeResults(*resultsDir, list); werr != nil {
-				return werr
-			}
-			fmt.Fprintf(stderr, "For complete results, see %s\n", filepath.Join(*resultsDir, "results.yaml"))
+		if werr := reportSteps(stderr, list, *truncate, *resultsDir); werr != nil {
+			return werr
 		}
 	}
 	if err != nil {
@@ -360,6 +341,65 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return writeOutput(*output, rendered, stdout)
 	}
 	fmt.Fprintf(stderr, "\nSuccessfully executed %d function(s) in %d package(s).\n", len(list.Items), list.Packages)
+	return nil
+}
+
+// registerImageMaps registers render's --map-image and --map-image-prefix
+// flags, which fill the map returned.
+func registerImageMaps(fs *flag.FlagSet) imageMap {
+	images := map[string]string{}
+	fs.Func("map-image", "OLD=NEW: call image NEW where the Kptfile names OLD (repeatable), e.g. gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2 for the catalog's old names in local mode.", func(v string) error {
+		from, to, ok := strings.Cut(v, "=")
+		if !ok || from == "" || to == "" {
+			return fmt.Errorf("want OLD=NEW, not %q", v)
+		}
+		images[from] = to
+		return nil
+	})
+	prefixes := map[string]string{}
+	fs.Func("map-image-prefix", "OLD=NEW: call NEW+rest where a Kptfile image is OLD+rest (repeatable; NEW may be empty; --map-image wins, then the longest OLD), e.g. gcr.io/kpt-fn/= for the catalog's old registry in local mode.", func(v string) error {
+		from, to, ok := strings.Cut(v, "=")
+		if !ok || from == "" {
+			return fmt.Errorf("want OLD=NEW, not %q", v)
+		}
+		prefixes[from] = to
+		return nil
+	})
+	return imageMap{exact: images, prefixes: prefixes}
+}
+
+// outputBuffer is where a render's resources go for --output (nil: back
+// into the package). A directory must not exist yet, as with kpt.
+func outputBuffer(output string, stderr io.Writer) (*bytes.Buffer, error) {
+	var rendered *bytes.Buffer
+	switch output {
+	case "":
+	case "stdout", "unwrap":
+		rendered = &bytes.Buffer{}
+	default:
+		// As kpt: the directory must not exist yet.
+		if _, err := os.Lstat(output); err == nil {
+			return nil, usageErr(stderr, fmt.Sprintf("directory %q already exists, please delete the directory and retry", output))
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		rendered = &bytes.Buffer{}
+	}
+	return rendered, nil
+}
+
+// reportSteps prints each step of a render's list (a failed one's stderr
+// truncated if truncate) and writes the list to resultsDir when given.
+func reportSteps(stderr io.Writer, list *kptrender.ResultList, truncate bool, resultsDir string) error {
+	for _, item := range list.Items {
+		printItem(stderr, item, truncate)
+	}
+	if resultsDir != "" {
+		if err := writeResults(resultsDir, list); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "For complete results, see %s\n", filepath.Join(resultsDir, "results.yaml"))
+	}
 	return nil
 }
 

@@ -261,7 +261,7 @@ func registryTransport(g *dialGuard) *http.Transport {
 // MaxAnswerHeaderBytes bounds the headers of a registry's answer: a
 // registry sends a few (the digest, the content type, a tag list's Link, a
 // challenge), a few KiB at most.
-const MaxAnswerHeaderBytes = 256 << 10
+const MaxAnswerHeaderBytes = 64 << 10
 
 // ParseProxyURL parses a proxy URL for Options.Proxy: "" is none (nil);
 // the scheme must be one the transport dials (http, https, socks5,
@@ -453,7 +453,7 @@ func (r *Resolver) Resolve(ctx context.Context, image string, opts ...LookupOpti
 // fetch asks the registry for image's metadata, and caches it in cl's part.
 // All the answers of the lookup together are read within imageBudget.
 func (r *Resolver) fetch(ctx context.Context, cl class, image string, ref name.Reference) (Metadata, error) {
-	ctx = withReadBudget(ctx, imageBudget(r.maxManifest, r.maxConfig), "image lookup")
+	ctx = withReadBudget(ctx, imageBudget(r.maxManifest, r.maxConfig), DefaultMaxImageValues, "image lookup")
 	opts := []remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(r.keychain),

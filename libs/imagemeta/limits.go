@@ -18,10 +18,11 @@ import (
 // bound is read.
 var ErrTooLarge = errors.New("too large")
 
-// The bounds of registry reads, by default. Decoded, JSON may take several
-// times its bytes (heldFactor): at these bounds the lookups in flight and
-// the caches together hold MaxHeld at most, which the pod-manager fits into
-// its container's memory beside its calls.
+// The bounds of registry reads, by default. Decoded, JSON may take many
+// times its bytes (an empty object 45 times): a lookup's JSON values are
+// bounded too, and at these bounds the lookups in flight and the caches
+// together hold MaxHeld at most, which the pod-manager fits into its
+// container's memory beside its calls.
 const (
 	// DefaultMaxManifestSize bounds a manifest or image index, and every
 	// other answer but a blob's (pings, tokens, errors). A function image's
@@ -48,24 +49,40 @@ const (
 	// images', the others') holds besides its entries' number: an
 	// Entrypoint may be as long as its config blob allows.
 	metaCacheBytes = 8 << 20
-	// heldFactor is how many times the bytes it read a lookup may hold
-	// decoded, at its costliest: JSON of one-byte strings, each a 16-byte
-	// string header in Go, in slices grown by doubling. Measured
-	// 2026-12-02 (TestLookupsHoldNoMoreThanMaxHeld): about 7 for a tag list
-	// and for a config's Env.
-	heldFactor = 8
+	// DefaultMaxImageValues bounds the JSON values (objects, arrays and
+	// their elements) one image lookup's answers may hold together: an
+	// index, a manifest and a config have tens to hundreds.
+	DefaultMaxImageValues = 16 << 10
+	// valueCost bounds what one JSON value costs decoded into
+	// go-containerregistry's types, in a slice grown by doubling: its
+	// largest element (a v1.Descriptor, 136 bytes) twice, and more.
+	valueCost = 320
+	// tagCost bounds what one tag of a list costs decoded: its 16-byte
+	// string header twice (the slice grows by doubling) and its slice of
+	// the last page's, in a list whose tags take 3 bytes each at least
+	// ("",).
+	tagCost = 48
+	// headerFactor bounds what an answer's headers cost decoded, for
+	// their bytes on the wire (measured 2026-12-02: 9-15 for distinct
+	// empty headers).
+	headerFactor = 16
 )
 
 // MaxHeld is the most memory the registry lookups in flight and the caches
-// of a Resolver made with o may hold together, in bytes.
+// of a Resolver made with o may hold together, in bytes. An image lookup
+// holds its answers' bytes, their strings decoded, at most
+// DefaultMaxImageValues values and its headers; a tag list, its bytes,
+// its tags' strings and their headers, a tag each 3 bytes at least.
 func (o Options) MaxHeld() int64 {
 	manifest := positive(o.MaxManifestSize, DefaultMaxManifestSize)
 	config := positive(o.MaxConfigSize, DefaultMaxConfigSize)
 	tagList := positive(o.MaxTagListSize, DefaultMaxTagListSize)
 	lookups := int64(positive(o.MaxLookups, DefaultMaxLookups))
-	perLookup := heldFactor*max(imageBudget(manifest, config), tagList) + MaxAnswerHeaderBytes
+	headers := int64(headerFactor * MaxAnswerHeaderBytes)
+	image := 2*imageBudget(manifest, config) + DefaultMaxImageValues*valueCost + headers
+	tags := 2*tagList + tagList/3*tagCost + headers
 	caches := int64(classes) * (int64(tagCacheBytes(tagList)) + metaCacheBytes)
-	return lookups*perLookup + caches
+	return lookups*max(image, tags) + caches
 }
 
 // imageBudget is what one image lookup may read, all its answers together
@@ -139,6 +156,9 @@ type cappedBody struct {
 	budget    *readBudget
 	// err is the error of a read past a bound, returned by every read after.
 	err error
+	// inString and escaped follow the JSON read so far, for the values
+	// its budget counts.
+	inString, escaped bool
 }
 
 // left is how many more bytes may be read, as far as is known now, and
@@ -179,8 +199,36 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 	b.read += int64(n)
 	if b.budget != nil {
 		b.budget.give(allowed - int64(n))
+		if b.budget.maxValues > 0 && b.budget.values.Add(b.values(p[:n])) > b.budget.maxValues {
+			b.err = fmt.Errorf("%s: %w: more than %d JSON values", b.budget.what, ErrTooLarge, b.budget.maxValues)
+			return n, b.err
+		}
 	}
 	return n, err
+}
+
+// values counts the JSON values that p, the next bytes of the answer,
+// opens or adds: '{', '[' and ',' outside strings.
+func (b *cappedBody) values(p []byte) int64 {
+	var n int64
+	for _, c := range p {
+		switch {
+		case b.escaped:
+			b.escaped = false
+		case b.inString:
+			switch c {
+			case '\\':
+				b.escaped = true
+			case '"':
+				b.inString = false
+			}
+		case c == '"':
+			b.inString = true
+		case c == '{', c == '[', c == ',':
+			n++
+		}
+	}
+	return n
 }
 
 // readBudget is a bound shared by the answers of one lookup (an image's
@@ -191,6 +239,12 @@ type readBudget struct {
 	max  int64
 	left atomic.Int64
 	what string
+	// maxValues, when set, bounds the JSON values the answers hold
+	// together (objects, arrays, and the elements after the first of
+	// each: '{', '[' and ',' outside strings), which cost more decoded
+	// than their bytes.
+	maxValues int64
+	values    atomic.Int64
 }
 
 // take takes up to want bytes from the budget, and says how many.
@@ -216,10 +270,10 @@ func (b *readBudget) give(n int64) {
 
 type readBudgetKey struct{}
 
-// withReadBudget returns ctx carrying a budget of max bytes for every
-// registry answer read under it.
-func withReadBudget(ctx context.Context, max int64, what string) context.Context {
-	b := &readBudget{max: max, what: what}
+// withReadBudget returns ctx carrying a budget of max bytes, and of
+// maxValues JSON values when set, for every registry answer read under it.
+func withReadBudget(ctx context.Context, max, maxValues int64, what string) context.Context {
+	b := &readBudget{max: max, maxValues: maxValues, what: what}
 	b.left.Store(max)
 	return context.WithValue(ctx, readBudgetKey{}, b)
 }

@@ -37,7 +37,7 @@ func (g *gated) Read(p []byte) (int, error) {
 // read is cut to a negative length.
 func TestOneBudgetReadByTwoBodiesAtOnce(t *testing.T) {
 	const budget = 100
-	b := budgetOf(withReadBudget(context.Background(), budget, "lookup"))
+	b := budgetOf(withReadBudget(context.Background(), budget, 0, "lookup"))
 	slow := &gated{entered: make(chan struct{}), proceed: make(chan struct{})}
 	first := &cappedBody{ReadCloser: io.NopCloser(slow), max: 1 << 20, what: "first", budget: b}
 	second := &cappedBody{ReadCloser: io.NopCloser(endless{}), max: 1 << 20, what: "second", budget: b}
@@ -87,7 +87,7 @@ func TestCappedBodyBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			if tc.budget > 0 {
-				ctx = withReadBudget(ctx, tc.budget, "lookup")
+				ctx = withReadBudget(ctx, tc.budget, 0, "lookup")
 			}
 			body := &cappedBody{ReadCloser: io.NopCloser(io.LimitReader(endless{}, int64(tc.body))), max: tc.max, what: "answer", budget: budgetOf(ctx)}
 			got, err := io.ReadAll(body)

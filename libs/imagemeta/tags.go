@@ -77,7 +77,7 @@ func (r *Resolver) listTags(ctx context.Context, cl class, repository string, re
 // answers of the listing together (its pings, tokens and retries too) are
 // read within r.maxTagList.
 func (r *Resolver) pages(ctx context.Context, repo name.Repository) ([]string, error) {
-	ctx = withReadBudget(ctx, r.maxTagList, "tag list")
+	ctx = withReadBudget(ctx, r.maxTagList, 0, "tag list")
 	auth, err := authn.Resolve(ctx, r.keychain, repo)
 	if err != nil {
 		return nil, err

@@ -26,20 +26,29 @@ var errNotInCallGroup = errors.New("the helper is not in a call's cgroup")
 // process started ahead of its call (the cgroup layer), to c's bound: it was
 // started with the bound of the call before it.
 func (s *Sandbox) chargeMemory(ctx context.Context, st *fnexec.Started, c fnexec.Call) error {
-	if !slices.Contains(s.layers, Cgroup) || c.MemoryMax == 0 {
+	if !slices.Contains(s.layers, Cgroup) {
 		return nil
 	}
-	limit := c.MemoryMax
-	if s.memory > 0 {
-		limit = min(limit, s.memory)
+	// A call without a bound of its own gets the sandbox's, as a process
+	// started for it would: not the bound of the call before.
+	limit := s.memory
+	if c.MemoryMax > 0 && (limit == 0 || c.MemoryMax < limit) {
+		limit = c.MemoryMax
+	}
+	value := strconv.FormatUint(limit, 10)
+	if limit == 0 {
+		value = "max" // v2; v1 reads -1 as no limit
 	}
 	file, err := callMemoryFile(ctx, st.Process.Pid)
 	if err != nil {
 		return err
 	}
+	if limit == 0 && filepath.Base(file) == "memory.limit_in_bytes" {
+		value = "-1"
+	}
 	// Below what the process holds already, the kernel reclaims or
 	// refuses (v1: EBUSY): either way the call does not start over it.
-	if err := os.WriteFile(file, []byte(strconv.FormatUint(limit, 10)), 0); err != nil {
+	if err := os.WriteFile(file, []byte(value), 0); err != nil {
 		return fmt.Errorf("setting the call's memory bound: %w", err)
 	}
 	return nil

@@ -343,15 +343,20 @@ func TestLimitsBoundAHostileCall(t *testing.T) {
 // them, and processes without the uid layer; its cgroup goes with the call.
 func TestCgroupBoundsTheWholeCall(t *testing.T) {
 	harness.NeedRoot(t, "the cgroup layer's bounds")
+	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, CPUMillis: 500, FirstUID: 3100000}
+	// Whether the layer can be had here at all (a v2 host may not delegate
+	// the memory and pids controllers), before this test moves itself.
+	probe, err := f.Open(context.Background(), discard())
+	if errors.Is(err, sandbox.ErrLayerMissing) {
+		harness.Need(t, "the cgroup layer's bounds", err)
+	}
+	require.NoError(t, err)
+	probe.Close()
 	// The helpers, and so their calls' cgroups, below a pids cgroup of
 	// this test's own: other tests' calls (a suite run at once) are not
 	// this test's to count or kill.
 	scope := testCgroup(t)
-	f := sandbox.Flags{Mode: "base,cgroup", Helper: helper(t), Limits: spec.Limits{Processes: 64}, MemoryMax: 256 << 20, CPUMillis: 500, FirstUID: 3100000}
 	sb, err := f.Open(context.Background(), discard())
-	if errors.Is(err, sandbox.ErrLayerMissing) {
-		harness.Need(t, "the cgroup layer's bounds", err)
-	}
 	require.NoError(t, err)
 	t.Cleanup(sb.Close)
 	// Should a call's processes outlive it (the assertion at the end),
@@ -400,13 +405,19 @@ func TestCgroupBoundsTheWholeCall(t *testing.T) {
 		pre, err := pf.Open(context.Background(), discard())
 		require.NoError(t, err)
 		t.Cleanup(pre.Close)
-		opts := fnexec.Options{Sandbox: pre, TempDir: tempRoot(t), MaxMemoryBytes: 224 << 20, MemoryPoll: time.Hour}
+		opts := fnexec.Options{Sandbox: pre, TempDir: tempRoot(t), MaxMemoryBytes: 96 << 20, MemoryPoll: time.Hour}
 		res, err := fnexec.Run(context.Background(), allocate, strings.NewReader("1"), opts)
 		require.NoError(t, err, "%s", res.Log)
-		harness.WaitFor(t, "a process started ahead, under the first call's bound", func() bool { return pre.Prestarted() == 1 })
+		harness.WaitFor(t, "a process started ahead, under the first call's 96 MiB", func() bool { return pre.Prestarted() == 1 })
+		// A call without a bound of its own gets the sandbox's (256 MiB),
+		// not the call's before it.
+		opts.MaxMemoryBytes = 0
+		res, err = fnexec.Run(context.Background(), allocate, strings.NewReader("160"), opts)
+		require.NoError(t, err, "160 MiB under the sandbox's 256 MiB: %s", res.Log)
+		harness.WaitFor(t, "a process started ahead, under the sandbox's 256 MiB", func() bool { return pre.Prestarted() == 1 })
 		opts.MaxMemoryBytes = 96 << 20
 		_, err = fnexec.Run(context.Background(), allocate, strings.NewReader("160"), opts)
-		require.ErrorIs(t, err, fnresult.ErrMemoryExceeded, "the second call's bound, not the first's")
+		require.ErrorIs(t, err, fnresult.ErrMemoryExceeded, "the call's own bound, below the one its process started with")
 		assert.Contains(t, err.Error(), "96 MiB")
 	})
 	t.Run("fork bomb without the uid layer", func(t *testing.T) {

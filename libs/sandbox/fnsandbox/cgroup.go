@@ -184,8 +184,11 @@ func exists(path string) bool {
 }
 
 // oomKilled is the call's memory limit if the kernel killed one of its
-// processes for reaching it (v2's memory.events, v1's memory.oom_control
-// since Linux 4.13), else 0.
+// processes for reaching it, else 0. A kill counted in the call's cgroup
+// (oom_kill: v2's memory.events, v1's memory.oom_control since Linux 4.13)
+// may be an ancestor's or the machine's out of memory: it is the call's
+// own only when the call's limit was hit too (v2's oom, v1's
+// memory.failcnt) and is set.
 func (c *callCgroup) oomKilled() uint64 {
 	if len(c.dirs) == 0 {
 		return 0
@@ -195,27 +198,39 @@ func (c *callCgroup) oomKilled() uint64 {
 	if !c.v2 {
 		events, limitFile = "memory.oom_control", "memory.limit_in_bytes"
 	}
-	data, err := os.ReadFile(filepath.Join(dir, events))
-	if err != nil {
+	counts := keyedCounts(filepath.Join(dir, events))
+	hit := counts["oom"]
+	if !c.v2 {
+		hit = readCount(filepath.Join(dir, "memory.failcnt"))
+	}
+	if counts["oom_kill"] == 0 || hit == 0 {
 		return 0
 	}
-	killed := false
+	limit := readCount(filepath.Join(dir, limitFile)) // "max" reads as 0
+	if limit == 0 || limit >= 1<<62 {
+		return 0
+	}
+	return limit
+}
+
+// keyedCounts reads a cgroup file of "key count" lines.
+func keyedCounts(path string) map[string]uint64 {
+	data, _ := os.ReadFile(path)
+	out := map[string]uint64{}
 	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
-			killed = true
+		if f := strings.Fields(line); len(f) == 2 {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				out[f[0]] = n
+			}
 		}
 	}
-	if !killed {
-		return 0
-	}
-	limit, err := os.ReadFile(filepath.Join(dir, limitFile))
-	if err != nil {
-		return 1
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(limit)), 10, 64)
-	if err != nil || n == 0 {
-		return 1
-	}
+	return out
+}
+
+// readCount reads a cgroup file holding one number; 0 when it holds none.
+func readCount(path string) uint64 {
+	data, _ := os.ReadFile(path)
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 	return n
 }
 

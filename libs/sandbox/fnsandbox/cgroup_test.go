@@ -23,6 +23,10 @@ func requireCgroups(t *testing.T) []string {
 	harness.NeedRoot(t, "call cgroups")
 	_, bases, err := cgroupBases()
 	harness.Need(t, "call cgroups", err)
+	// A v2 host may not delegate the memory and pids controllers here.
+	probe, err := newCallCgroup("probe-test-"+strconv.Itoa(os.Getpid()), cgroupLimits{})
+	harness.Need(t, "call cgroups", err)
+	probe.remove()
 	return bases
 }
 
@@ -70,4 +74,33 @@ func TestSweepRemovesOnlyOldUnusedCallCgroups(t *testing.T) {
 	assert.NoDirExists(t, dirs["call-left"], "an old call cgroup without processes")
 	assert.DirExists(t, dirs["call-busy"], "a call cgroup with a process")
 	assert.DirExists(t, dirs["probe-1"], "not a call's")
+}
+
+// A kill counted in the call's cgroup is the call's bound only when the
+// call's own limit was hit and is set: an ancestor's or the machine's out
+// of memory kills in the call's cgroup too.
+func TestOOMKillIsTheCallsOnlyAtItsOwnLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		v2    bool
+		files map[string]string
+		want  uint64
+	}{
+		{"v2 at its limit", true, map[string]string{"memory.events": "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n", "memory.max": "100663296\n"}, 96 << 20},
+		{"v2 an ancestor's", true, map[string]string{"memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 1\n", "memory.max": "100663296\n"}, 0},
+		{"v2 no limit", true, map[string]string{"memory.events": "oom 1\noom_kill 1\n", "memory.max": "max\n"}, 0},
+		{"v2 no kill", true, map[string]string{"memory.events": "oom 1\noom_kill 0\n", "memory.max": "100663296\n"}, 0},
+		{"v1 at its limit", false, map[string]string{"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "memory.failcnt": "12\n", "memory.limit_in_bytes": "100663296\n"}, 96 << 20},
+		{"v1 an ancestor's", false, map[string]string{"memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "memory.failcnt": "0\n", "memory.limit_in_bytes": "100663296\n"}, 0},
+		{"v1 no limit", false, map[string]string{"memory.oom_control": "oom_kill 1\n", "memory.failcnt": "3\n", "memory.limit_in_bytes": "9223372036854771712\n"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, data := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+			}
+			c := &callCgroup{v2: tc.v2, dirs: []string{dir}}
+			assert.Equal(t, tc.want, c.oomKilled())
+		})
+	}
 }

@@ -107,8 +107,10 @@ func hostState() map[string]string {
 // cannot run a node: not root, or cgroup v2.
 func Start(t testing.TB) *Node {
 	t.Helper()
-	// Network, mount and cgroup namespaces, containerd.
+	// Network, mount and cgroup namespaces, containerd; kubelet runs on
+	// cgroup v1 (these machines'): the node does not set up cgroup v2 yet.
 	harness.NeedRoot(t, "a real node")
+	harness.NeedCgroupV1(t, "a real node")
 	bins := map[string]string{}
 	for _, b := range []string{"KUBELET", "KUBE_PROXY", "KUBE_SCHEDULER", "KUBE_CONTROLLER_MANAGER", "COREDNS", "NODE_PAUSE"} {
 		bins[b] = harness.Binary(t, "FNRUNNER_"+b)
@@ -121,10 +123,6 @@ func Start(t testing.TB) *Node {
 			t.Fatalf("the node's packages at %s: %v", root, err)
 		}
 	}
-
-	// kubelet runs on cgroup v1 (these machines'); the node does not set up
-	// cgroup v2 yet.
-	harness.NeedCgroupV1(t, "a real node")
 	// A run killed before its cleanup (a timeout, a crash) leaves its node
 	// behind; its processes are gone, so remove what they named.
 	sweepStale(t)

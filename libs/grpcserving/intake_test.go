@@ -70,6 +70,25 @@ func bigAnswerService(sent chan<- int, untilEnd bool) *grpc.ServiceDesc {
 	}
 }
 
+// blockingService answers as bigAnswerService does, but a call that sends
+// "block" tells entered its handler runs, and ends only with its stream.
+func blockingService(entered chan<- struct{}) *grpc.ServiceDesc {
+	desc := bigAnswerService(nil, false)
+	answer := desc.Methods[0].Handler
+	desc.Methods[0].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		var req wrapperspb.BytesValue
+		if err := dec(&req); err != nil {
+			return nil, err
+		}
+		if string(req.GetValue()) == "block" {
+			entered <- struct{}{}
+			<-ctx.Done()
+		}
+		return answer(srv, ctx, func(v any) error { v.(*wrapperspb.BytesValue).Value = req.GetValue(); return nil }, in)
+	}
+	return desc
+}
+
 type gated struct {
 	srv  *grpcserving.Server
 	addr string
@@ -303,24 +322,7 @@ func TestClosedPeersAreForgotten(t *testing.T) {
 		Name: "test", MaxMessageSize: 4 << 20, MaxConcurrentStreams: 1024, Intake: intake.Limits{MaxReading: 4, ReceiveTimeout: time.Minute},
 	})
 	entered := make(chan struct{}, 64)
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "test.Echo",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{
-			MethodName: "Echo",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				var in wrapperspb.BytesValue
-				if err := dec(&in); err != nil {
-					return nil, err
-				}
-				if string(in.GetValue()) == "block" {
-					entered <- struct{}{}
-					<-ctx.Done()
-				}
-				return wrapperspb.Bytes(bytes.Repeat(in.GetValue(), 10)), nil
-			},
-		}},
-	}, struct{}{})
+	srv.RegisterService(blockingService(entered), struct{}{})
 	g := gated{srv: srv, addr: serve(t, srv)}
 	var wg sync.WaitGroup
 	for i := range 20 {

@@ -29,13 +29,7 @@ const unlimitedV1 = 9223372036854771712
 // and its ancestors', cgroup v2 or v1. ok is false when none is set, or the
 // process is in no memory cgroup that can be read (no cgroupfs mounted).
 func (c Cgroups) Limit() (limit uint64, ok bool, err error) {
-	root, self := c.Root, c.Self
-	if root == "" {
-		root = "/sys/fs/cgroup"
-	}
-	if self == "" {
-		self = "/proc/self/cgroup"
-	}
+	root, self := c.paths()
 	v2, v1, err := groups(self)
 	if err != nil {
 		return 0, false, err
@@ -52,13 +46,7 @@ func (c Cgroups) Limit() (limit uint64, ok bool, err error) {
 // Group is the directory of the process's own memory cgroup, and the file in
 // it that holds its limit: v2's memory.max, or v1's memory.limit_in_bytes.
 func (c Cgroups) Group() (dir, limitFile string, err error) {
-	root, self := c.Root, c.Self
-	if root == "" {
-		root = "/sys/fs/cgroup"
-	}
-	if self == "" {
-		self = "/proc/self/cgroup"
-	}
+	root, self := c.paths()
 	v2, v1, err := groups(self)
 	if err != nil {
 		return "", "", err
@@ -72,6 +60,18 @@ func (c Cgroups) Group() (dir, limitFile string, err error) {
 	}
 	dir = filepath.Join(root, "memory", v1)
 	return dir, filepath.Join(dir, "memory.limit_in_bytes"), nil
+}
+
+// paths are Root and Self, or their defaults.
+func (c Cgroups) paths() (root, self string) {
+	root, self = c.Root, c.Self
+	if root == "" {
+		root = "/sys/fs/cgroup"
+	}
+	if self == "" {
+		self = "/proc/self/cgroup"
+	}
+	return root, self
 }
 
 // groups reads the process's unified (v2) group and its v1 memory group.

@@ -261,7 +261,6 @@ func probeLimits() intake.Limits {
 		MaxUnreadStreams:      64,
 		MaxReading:            16,
 		ReceiveTimeout:        10 * time.Second,
-		MinReceiveRate:        1 << 10,
 		SendTimeout:           10 * time.Second,
 	}
 }

@@ -15,6 +15,15 @@ import (
 	"github.com/fnrunner/fnrunner/libs/sandbox/spec"
 )
 
+// callMemory is the memory limit of c's cgroup: the call's bound, at most
+// --sandbox-max-memory; that alone for a call without one (0: none).
+func (s *Sandbox) callMemory(c fnexec.Call) uint64 {
+	if c.MemoryMax > 0 && (s.memory == 0 || c.MemoryMax < s.memory) {
+		return c.MemoryMax
+	}
+	return s.memory
+}
+
 // joinWait bounds how long chargeMemory waits for a helper to move into its
 // call's cgroup: it does so just after it took the call, before it starts
 // the function.
@@ -31,10 +40,7 @@ func (s *Sandbox) chargeMemory(ctx context.Context, st *fnexec.Started, c fnexec
 	}
 	// A call without a bound of its own gets the sandbox's, as a process
 	// started for it would: not the bound of the call before.
-	limit := s.memory
-	if c.MemoryMax > 0 && (limit == 0 || c.MemoryMax < limit) {
-		limit = c.MemoryMax
-	}
+	limit := s.callMemory(c)
 	value := strconv.FormatUint(limit, 10)
 	if limit == 0 {
 		value = "max" // v2; v1 reads -1 as no limit

@@ -528,10 +528,7 @@ func (s *Sandbox) start(ctx context.Context, c fnexec.Call, reuse bool) (*fnexec
 	if err != nil {
 		return nil, err
 	}
-	sp, release, err := s.spec(c.Argv, p.Dir)
-	if sp.Cgroup && c.MemoryMax > 0 && (sp.MemoryMax == 0 || c.MemoryMax < sp.MemoryMax) {
-		sp.MemoryMax = c.MemoryMax
-	}
+	sp, release, err := s.spec(c, p.Dir)
 	if err != nil {
 		p.Remove()
 		return nil, err
@@ -603,9 +600,11 @@ func (s *Sandbox) functionKey(c fnexec.Call) (string, error) {
 	return b.String(), nil
 }
 
-// spec is the helper's spec for argv with dir as its private, writable
-// directory, and a release to call once the call has ended.
-func (s *Sandbox) spec(argv []string, dir string) (spec.Spec, func(), error) {
+// spec is the helper's spec for c with dir as its private, writable
+// directory (its cgroup limited at callMemory), and a release to call once
+// the call has ended.
+func (s *Sandbox) spec(c fnexec.Call, dir string) (spec.Spec, func(), error) {
+	argv := c.Argv
 	sp := spec.Spec{Limits: s.limits, UID: -1, GID: -1, PrivateDir: dir, Argv: argv}
 	// The helper does no PATH lookup and runs in the private directory:
 	// the binary is resolved here.
@@ -638,7 +637,7 @@ func (s *Sandbox) spec(argv []string, dir string) (spec.Spec, func(), error) {
 		sp.DirBytes = s.dirBytes
 	}
 	if slices.Contains(s.layers, Cgroup) {
-		sp.Cgroup, sp.MemoryMax, sp.PidsMax, sp.CPUMillis = true, s.memory, s.pids, s.cpuMillis
+		sp.Cgroup, sp.MemoryMax, sp.PidsMax, sp.CPUMillis = true, s.callMemory(c), s.pids, s.cpuMillis
 	}
 	release := func() {}
 	if s.uids != nil {

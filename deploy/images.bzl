@@ -4,7 +4,7 @@
 RELEASE_IMAGES = {
     "binary-runner": "//services/binary-runner:image",
     "config-reconciler": "//services/config-reconciler:image",
-    "functions": "//services/binary-runner/functions:image",
+    "functions": "//functions:image",
     "gateway": "//services/gateway:image",
     "pod-manager": "//services/pod-manager:image",
     "wrapper-server": "//services/wrapper-server:image",

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/fnrunner/fnrunner/functions/starlark/bounds"
 	"github.com/fnrunner/fnrunner/libs/admission"
 	"github.com/fnrunner/fnrunner/libs/configclient"
 	"github.com/fnrunner/fnrunner/libs/evalmetrics"
@@ -30,7 +31,6 @@ import (
 	"github.com/fnrunner/fnrunner/libs/telemetry"
 	"github.com/fnrunner/fnrunner/services/binary-runner/binpath"
 	"github.com/fnrunner/fnrunner/services/binary-runner/catalog"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
 	"github.com/fnrunner/fnrunner/services/binary-runner/report"
 	"github.com/fnrunner/fnrunner/services/binary-runner/runner"
 )

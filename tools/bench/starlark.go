@@ -12,10 +12,10 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
+	"github.com/fnrunner/fnrunner/functions/starlark/bounds"
+	"github.com/fnrunner/fnrunner/functions/starlark/script"
 	"github.com/fnrunner/fnrunner/libs/fnexec"
 	"github.com/fnrunner/fnrunner/libs/sandbox"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/bounds"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/starlark/script"
 	"github.com/fnrunner/fnrunner/tools/bench/load"
 )
 

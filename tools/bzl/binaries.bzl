@@ -20,16 +20,16 @@ POD_SERVICES = {
 
 # Function binaries of the binary-runner's functions directory, by file name.
 FUNCTIONS = {
-    "apply-replacements": "//services/binary-runner/functions:apply-replacements",
-    "apply-setters": "//services/binary-runner/functions/apply-setters",
-    "ensure-name-substring": "//services/binary-runner/functions/ensure-name-substring",
-    "search-replace": "//services/binary-runner/functions/search-replace",
-    "set-annotations": "//services/binary-runner/functions/set-annotations",
-    "set-image": "//services/binary-runner/functions/set-image",
-    "set-labels": "//services/binary-runner/functions/set-labels",
-    "set-namespace": "//services/binary-runner/functions:set-namespace",
-    "starlark": "//services/binary-runner/functions/starlark",
-    "upsert-resource": "//services/binary-runner/functions/upsert-resource",
+    "apply-replacements": "//functions:apply-replacements",
+    "apply-setters": "//functions/apply-setters",
+    "ensure-name-substring": "//functions/ensure-name-substring",
+    "search-replace": "//functions/search-replace",
+    "set-annotations": "//functions/set-annotations",
+    "set-image": "//functions/set-image",
+    "set-labels": "//functions/set-labels",
+    "set-namespace": "//functions:set-namespace",
+    "starlark": "//functions/starlark",
+    "upsert-resource": "//functions/upsert-resource",
 }
 
 # Hostile test functions (tests/testfns), on top of FUNCTIONS.

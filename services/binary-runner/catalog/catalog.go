@@ -24,19 +24,15 @@
 package catalog
 
 import (
-	"fmt"
-
-	"github.com/kptdev/krm-functions-catalog/functions/go/apply-setters/applysetters"
 	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
 	"github.com/kptdev/krm-functions-sdk/go/fn"
-	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/ensure-name-substring/ensurenamesubstring"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/search-replace/searchreplace"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-annotations/setannotations"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-image/setimage"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/set-labels/setlabels"
-	"github.com/fnrunner/fnrunner/services/binary-runner/functions/upsert-resource/upsertresource"
+	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
+	"github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
+	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
+	"github.com/fnrunner/fnrunner/functions/set-image/setimage"
+	"github.com/fnrunner/fnrunner/functions/set-labels/setlabels"
+	"github.com/fnrunner/fnrunner/functions/upsert-resource/upsertresource"
 )
 
 // Functions returns the linked-in functions by ID (the catalog image name),
@@ -78,63 +74,4 @@ type Function struct {
 	// Script says that Binary runs user scripts and takes the runner's
 	// bounds for them (functions/starlark/bounds) as arguments.
 	Script bool
-}
-
-// ApplySetters is apply-setters v0.2.2 on the current krm-functions-sdk. The
-// catalog's own main for v0.2.2 is written against kyaml v0.10's framework
-// and no longer compiles with the kyaml the other functions need; its
-// applysetters package does, and this reproduces what that main reports:
-// one result per field set, "no matches for input setter(s)" when nothing
-// matched, and an error result on failure.
-func ApplySetters(rl *fn.ResourceList) (bool, error) {
-	fail := func(err error) (bool, error) {
-		rl.Results = append(rl.Results, &fn.Result{
-			Message:  fmt.Sprintf("failed to apply setters: %v", err),
-			Severity: fn.Error,
-		})
-		return false, nil
-	}
-	nodes := make([]*yaml.RNode, 0, len(rl.Items))
-	for _, o := range rl.Items {
-		n, err := yaml.Parse(o.String())
-		if err != nil {
-			return fail(err)
-		}
-		nodes = append(nodes, n)
-	}
-	var config *yaml.RNode
-	if rl.FunctionConfig != nil {
-		n, err := yaml.Parse(rl.FunctionConfig.String())
-		if err != nil {
-			return fail(err)
-		}
-		config = n
-	}
-	var setters applysetters.ApplySetters
-	applysetters.Decode(config, &setters)
-	out, err := setters.Filter(nodes)
-	if err != nil {
-		return fail(err)
-	}
-	items := make(fn.KubeObjects, 0, len(out))
-	for _, n := range out {
-		o, err := fn.ParseKubeObject([]byte(n.MustString()))
-		if err != nil {
-			return fail(err)
-		}
-		items = append(items, o)
-	}
-	rl.Items = items
-	if len(setters.Results) == 0 {
-		rl.Results = append(rl.Results, &fn.Result{Message: "no matches for input setter(s)"})
-		return true, nil
-	}
-	for _, r := range setters.Results {
-		rl.Results = append(rl.Results, &fn.Result{
-			Message: fmt.Sprintf("set field value to %q", r.Value),
-			Field:   &fn.Field{Path: r.FieldPath},
-			File:    &fn.File{Path: r.FilePath},
-		})
-	}
-	return true, nil
 }

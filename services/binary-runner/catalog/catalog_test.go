@@ -8,17 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// run runs a linked-in function as the go executor does, or, for one run
-// as its binary, process as its binary's main does.
-func run(t *testing.T, id, input string, process ...fn.ResourceListProcessorFunc) (string, error) {
+// run runs a linked-in function as the go executor does.
+func run(t *testing.T, id, input string) (string, error) {
 	t.Helper()
 	f, ok := Functions()[id]
 	require.True(t, ok, "no function %q", id)
-	p := f.Process
-	if len(process) > 0 {
-		p = process[0]
-	}
-	out, err := fn.Run(p, []byte(input))
+	out, err := fn.Run(f.Process, []byte(input))
 	return string(out), err
 }
 
@@ -28,7 +23,7 @@ const deployment = `- apiVersion: apps/v1
     name: web
     namespace: old
   spec:
-    replicas: 1 # kpt-set: ${replicas}
+    replicas: 1
     template:
       spec:
         containers:
@@ -42,18 +37,6 @@ func TestSetNamespace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "namespace: prod", "namespace not set")
 	assert.NotContains(t, out, "namespace: old", "namespace not set")
-}
-
-func TestApplySetters(t *testing.T) {
-	out, err := run(t, "apply-setters", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+
-		"functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    replicas: \"3\"\n", ApplySetters)
-	require.NoError(t, err)
-	assert.Contains(t, out, "replicas: 3 # kpt-set: ${replicas}", "setter not applied")
-	assert.Contains(t, out, `set field value to "3"`, "setter not reported")
-	out, err = run(t, "apply-setters", "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"+deployment+
-		"functionConfig:\n  apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: function-input\n  data:\n    other: x\n", ApplySetters)
-	assert.NoError(t, err, "no-match case")
-	assert.Contains(t, out, "no matches for input setter(s)", "no-match case")
 }
 
 // Functions whose work their input does not bound never run in the

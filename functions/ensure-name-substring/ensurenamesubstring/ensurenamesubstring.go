@@ -1,0 +1,149 @@
+// Package ensurenamesubstring is fnrunner's implementation of the KRM
+// function catalog's ensure-name-substring, as documented and as it behaves
+// at catalog commit 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25;
+// fnrunner's test corpus comes from that commit). The Go module proxy does
+// not serve the catalog's module, so this is written anew on kustomize's
+// public filters.
+//
+// The function makes every resource's name contain a substring, prepending
+// or appending it to names that lack it (names that already contain it are
+// left alone, so running the function again changes nothing). It leaves
+// the names of CustomResourceDefinitions, APIServices, Namespaces and
+// Kptfiles alone. Besides metadata.name it updates:
+//   - the additional name fields the functionConfig names;
+//   - the fields that refer to a renamed resource by name, as kustomize
+//     fixes name references (a ConfigMap's name in a Pod's volumes or env,
+//     a Secret's in a ServiceAccount, a ClusterRole's in a binding, ...);
+//   - references to renamed resources in kpt's depends-on annotation.
+//
+// Like the catalog function at that commit, it clears the kpt annotations
+// that place resources in files (path, index, sequence indent and id): kpt
+// then writes every resource to its default file, <namespace>/<kind>_<name>.yaml.
+// The catalog function did so because the kustomize version it was built
+// on drops those annotations along with its own build annotations; the
+// corpus records it, and this package keeps it so that its output is the
+// catalog's.
+//
+// Limits (the function runs in the binary-runner's process): an
+// EnsureNameSubstring of more than 256 KiB, or a run that would write or
+// search more than its input warrants (see budget), fails with an error
+// wrapping ErrTooLarge.
+package ensurenamesubstring
+
+import (
+	"fmt"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/api/hasher"
+	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/kyaml/resid"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/functions/internal/treesize"
+)
+
+var _ fn.ResourceListProcessorFunc = Run
+
+// Run is the function: it ensures the substring rl.FunctionConfig asks for
+// in the names of rl.Items. On failure it leaves the items as they were,
+// adds an error result and returns the error.
+func Run(rl *fn.ResourceList) (bool, error) {
+	if err := run(rl); err != nil {
+		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+		return false, err
+	}
+	return true, nil
+}
+
+func run(rl *fn.ResourceList) error {
+	cfg, err := ParseConfig(rl.FunctionConfig)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	resources, input, err := readResources(rl.Items)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
+	}
+	b := newBudget(input)
+	done, err := ensureNames(resources, cfg, b)
+	if err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := updateDependsOn(resources, done); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := fixNameReferences(resources, b); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := clearBuildAnnotations(resources); err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	out := make([]*yaml.RNode, len(resources))
+	for i, r := range resources {
+		out[i] = &r.RNode
+	}
+	rl.Items = fn.MoveToKubeObjects(out)
+	return nil
+}
+
+// readResources reads copies of the items, local config included, as
+// kustomize's ResMap does (resmap.Factory.NewResMapFromRNodeSlice): each
+// must have a kind and a name, empty ones are dropped, and no two may have
+// the same resource id. (ResMap checks each id against all before it; this
+// looks it up.) input is the size of the copies (see treeBytes).
+func readResources(items fn.KubeObjects) (resources []*resource.Resource, input int, err error) {
+	nodes := make([]*yaml.RNode, len(items))
+	for i, o := range items {
+		nodes[i] = o.CopyToResourceNode()
+		input += treesize.Bytes(nodes[i].YNode())
+	}
+	rf := resource.NewFactory(&hasher.Hasher{})
+	rf.IncludeLocalConfigs = true
+	if resources, err = rf.ResourcesFromRNodes(nodes); err != nil {
+		return nil, 0, err
+	}
+	type key struct {
+		gvk             resid.Gvk
+		name, namespace string
+	}
+	ids := make(map[key]bool, len(resources))
+	for _, r := range resources {
+		// ResId.Equals: the same group, version, kind and name, in the
+		// same effective namespace.
+		id := r.CurId()
+		k := key{gvk: resid.Gvk{Group: id.Group, Version: id.Version, Kind: id.Kind}, name: id.Name, namespace: id.EffectiveNamespace()}
+		if ids[k] {
+			return nil, 0, fmt.Errorf("may not add resource with an already registered id: %s", id)
+		}
+		ids[k] = true
+	}
+	return resources, input, nil
+}
+
+// clearBuildAnnotations removes kustomize's build annotations, which
+// include kpt's path, index, sequence indent and id annotations (see the
+// package comment), editing the annotations in place so that the rest of
+// each resource keeps its layout, and removes an annotations map left
+// empty.
+func clearBuildAnnotations(resources []*resource.Resource) error {
+	for _, r := range resources {
+		annotations := r.GetAnnotations()
+		cleared := false
+		for _, key := range resource.BuildAnnotations {
+			if _, ok := annotations[key]; !ok {
+				continue
+			}
+			if err := r.PipeE(yaml.ClearAnnotation(key)); err != nil {
+				return fmt.Errorf("%s: clearing %s: %w", describe(r), key, err)
+			}
+			cleared = true
+		}
+		if !cleared {
+			continue
+		}
+		if err := r.PipeE(yaml.Lookup(yaml.MetadataField), yaml.FieldClearer{Name: yaml.AnnotationsField, IfEmpty: true}); err != nil {
+			return fmt.Errorf("%s: clearing empty annotations: %w", describe(r), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package ensurenamesubstring_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
+)
+
+// maxAllocated bounds what a run may allocate, parsing its input included:
+// the binary-runner runs the function in its own process and admits it by
+// its input's size. Parsing alone takes about 30 bytes for each byte of
+// input, the copy of the resources that a failed run leaves alone about
+// 20; kustomize's renaming of a resource about 15 KiB (it records the old
+// name in annotations, each set through a YAML parse of its value) and its
+// fixing of a reference about as much: ordinary small Deployments and
+// ConfigMaps come to 230 in all.
+func maxAllocated(input []byte) uint64 {
+	return 256*uint64(len(input)) + 16<<20
+}
+
+// hostileList is a ResourceList of config and items (YAML documents).
+func hostileList(config string, items []string) []byte {
+	var b strings.Builder
+	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n")
+	b.WriteString(indent(config, "  ", "  "))
+	b.WriteString("items:\n")
+	for _, it := range items {
+		b.WriteString(indent(it, "- ", "  "))
+	}
+	return []byte(b.String())
+}
+
+// indent prefixes doc's first line with first and the others with rest.
+func indent(doc, first, rest string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
+		if i == 0 {
+			b.WriteString(first)
+		} else {
+			b.WriteString(rest)
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// measure parses input and runs the function on it, as the binary-runner
+// does before it writes the output (which it bounds), and returns the
+// bytes allocated.
+func measure(t *testing.T, input []byte) (allocated uint64, rl *fn.ResourceList, ok bool) {
+	t.Helper()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rl, err := fn.ParseResourceList(input)
+	require.NoError(t, err)
+	ok, _ = ensurenamesubstring.Run(rl)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, rl, ok
+}
+
+// outputSize is the size of rl's items as YAML.
+func outputSize(rl *fn.ResourceList) int {
+	size := 0
+	for _, o := range rl.Items {
+		size += len(o.String())
+	}
+	return size
+}
+
+func many(n int, item func(i int) string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = item(i)
+	}
+	return out
+}
+
+// prepend is a ConfigMap functionConfig prepending s.
+func prepend(s string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: function-input\ndata:\n  prepend: " + s + "\n"
+}
+
+// custom is an EnsureNameSubstring prepending s, with the given more lines.
+func custom(s string, more ...string) string {
+	return "apiVersion: fn.kpt.dev/v1alpha1\nkind: EnsureNameSubstring\nmetadata:\n  name: f\nsubstring: " + s + "\n" + strings.Join(more, "\n") + "\n"
+}
+
+// nameFields is additionalNameFields of n fields, depth fields deep,
+// created.
+func nameFields(n, depth int) string {
+	var b strings.Builder
+	b.WriteString("additionalNameFields:\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "- path: %sf%d\n  create: true\n", strings.Repeat("a/", depth-1), i)
+	}
+	return b.String()
+}
+
+// ordinary is n ordinary Deployments, each with its ConfigMap.
+func ordinary(n int) []string {
+	var out []string
+	for i := 0; i < n; i++ {
+		out = append(out, fmt.Sprintf(deployment, i), fmt.Sprintf(configMap, i))
+	}
+	return out
+}
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%[1]d
+  namespace: ns
+spec:
+  replicas: 3
+  template:
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.2
+        envFrom:
+        - configMapRef:
+            name: cm-%[1]d
+      volumes:
+      - name: config
+        configMap:
+          name: cm-%[1]d
+`
+
+const configMap = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cm-%[1]d
+  namespace: ns
+data:
+  a: b
+`
+
+// TestHostileInputs runs small inputs that asked for far more work than
+// their size: the run stays within maxAllocated, and either succeeds with
+// an output in proportion to its input or fails with ErrTooLarge.
+func TestHostileInputs(t *testing.T) {
+	tiny := func(i int) string { return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}", i) }
+	// A Pod with 5000 volumes of one ConfigMap.
+	volumes := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n" +
+		strings.Repeat("  - {name: v, configMap: {name: cm}}\n", 5000)
+	// A million maps, through aliases of aliases.
+	aliases := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\nspec:\n" +
+		"  x: &x [" + strings.Repeat("{}, ", 99) + "{}]\n" +
+		"  y: &y [" + strings.Repeat("*x, ", 99) + "*x]\n" +
+		"  a: [" + strings.Repeat("*y, ", 99) + "*y]\n"
+	tests := []struct {
+		name     string
+		config   string
+		items    []string
+		tooLarge string // the failure's message, if it fails
+	}{{
+		name:   "ordinary: 300 Deployments and their ConfigMaps",
+		config: prepend("dev-"),
+		items:  ordinary(300),
+	}, {
+		// Each resource was checked against every one before it, and
+		// each reference against every resource.
+		name:   "2500 Deployments and their ConfigMaps",
+		config: prepend("dev-"),
+		items:  ordinary(2500),
+	}, {
+		// Each reference was added to a list on the ConfigMap, copied
+		// anew each time.
+		name:     "5000 references to one ConfigMap",
+		config:   prepend("dev-"),
+		items:    []string{tiny(0), strings.Replace(volumes, "name: cm}", "name: c0}", -1)},
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "a 100 KiB substring in 2000 names",
+		config:   prepend(strings.Repeat("x", 100<<10)),
+		items:    many(2000, tiny),
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "100 name fields 20 deep in 2000 resources",
+		config:   custom("dev-", nameFields(100, 20)),
+		items:    many(2000, tiny),
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "a name field through a million maps of aliases",
+		config:   custom("dev-", "additionalNameFields:", "- path: spec/a/name", "  create: true"),
+		items:    []string{aliases},
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "an EnsureNameSubstring of 10000 name fields",
+		config:   custom("dev-", nameFields(10000, 1)),
+		items:    many(1, tiny),
+		tooLarge: "an EnsureNameSubstring of about",
+	}, {
+		// A list that is its own item: an endless tree, which following
+		// its aliases never ends (it overflowed the stack).
+		name:     "a list aliasing itself",
+		config:   prepend("dev-"),
+		items:    []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  a: &x [*x]\n"},
+		tooLarge: "names and references exceed",
+	}, {
+		name:     "a Pod whose volumes are an item of themselves",
+		config:   prepend("dev-"),
+		items:    []string{tiny(0), "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: &v [{name: v, configMap: {name: c0}}, *v]\n"},
+		tooLarge: "names and references exceed",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			input := hostileList(tt.config, tt.items)
+			allocated, rl, ok := measure(t, input)
+			t.Logf("%d bytes of input: %d bytes allocated (%.1f times)", len(input), allocated, float64(allocated)/float64(len(input)))
+			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
+			if tt.tooLarge != "" {
+				assert.False(t, ok)
+				require.Len(t, rl.Results, 1)
+				assert.Equal(t, fn.Error, rl.Results[0].Severity)
+				assert.Contains(t, rl.Results[0].Message, tt.tooLarge)
+				assert.Contains(t, rl.Results[0].Message, ensurenamesubstring.ErrTooLarge.Error())
+				return
+			}
+			require.True(t, ok, "results: %v", rl.Results)
+			assert.LessOrEqual(t, outputSize(rl), 2*len(input))
+		})
+	}
+}

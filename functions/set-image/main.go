@@ -1,0 +1,19 @@
+// Command set-image is fnrunner's own build of the KRM catalog's set-image
+// function (what the code of catalog commit 76fe3817, 2025-06-25, does; see
+// package setimage): a ResourceList on stdin, the updated ResourceList on
+// stdout, exit status 1 when the function fails.
+package main
+
+import (
+	"os"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	"github.com/fnrunner/fnrunner/functions/set-image/setimage"
+)
+
+func main() {
+	if err := fn.AsMain(fn.ResourceListProcessorFunc(setimage.Run)); err != nil {
+		os.Exit(1)
+	}
+}

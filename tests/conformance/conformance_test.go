@@ -34,20 +34,6 @@ import (
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
-// The catalog versions fnrunner ships; the corpus uses old image names.
-var versions = map[string]string{
-	"set-namespace":         "v0.4.5",
-	"apply-setters":         "v0.2.2",
-	"apply-replacements":    "v0.1.5",
-	"starlark":              "v0.5.5",
-	"set-labels":            "v0.2.2",
-	"set-annotations":       "v0.1.5",
-	"set-image":             "v0.1.2",
-	"search-replace":        "v0.2.1",
-	"ensure-name-substring": "v0.1.1",
-	"upsert-resource":       "v0.2.1",
-}
-
 func mapImage(image string) string {
 	name := image[strings.LastIndex(image, "/")+1:]
 	name, _, _ = strings.Cut(name, ":")

@@ -2,6 +2,8 @@
 Used by tools/local (the run command) and tools/bzl/testenv.bzl (the
 environment of the tests and the bench)."""
 
+load("//functions:registry.bzl", _FUNCTIONS = "FUNCTIONS")
+
 # The local stack's services (tools/local): each is a --<name>-binary flag.
 # fnsandbox is the helper the binary-runner and the wrapper-server run each
 # function binary in (libs/sandbox).
@@ -18,19 +20,9 @@ POD_SERVICES = {
     "wrapper-server": "//services/wrapper-server",
 }
 
-# Function binaries of the binary-runner's functions directory, by file name.
-FUNCTIONS = {
-    "apply-replacements": "//functions:apply-replacements",
-    "apply-setters": "//functions/apply-setters",
-    "ensure-name-substring": "//functions/ensure-name-substring",
-    "search-replace": "//functions/search-replace",
-    "set-annotations": "//functions/set-annotations",
-    "set-image": "//functions/set-image",
-    "set-labels": "//functions/set-labels",
-    "set-namespace": "//functions:set-namespace",
-    "starlark": "//functions/starlark",
-    "upsert-resource": "//functions/upsert-resource",
-}
+# The catalog function binaries, by file name: functions/registry.yaml's
+# list (functions/registry.bzl is written from it by tools/fnregistry).
+FUNCTIONS = _FUNCTIONS
 
 # Hostile test functions (tests/testfns), on top of FUNCTIONS.
 TEST_FUNCTIONS = {

@@ -2,6 +2,7 @@
 WORKSPACE (fnrunner_dependencies) and MODULE.bazel (extensions.bzl), so every
 label is the same in both."""
 
+load("//functions:registry.bzl", "MODULE_MAINS")
 load(":envtest.bzl", "envtest_assets")
 load(":go_repos.bzl", "go_mod_deps")
 load(":host_file.bzl", "host_file")
@@ -23,11 +24,10 @@ def fnrunner_dependencies():
         go_sum = Label("//:go.sum"),
         # Main packages embedded by our own go_binary targets (to stamp a
         # version, or to build them pure for images).
+        # The catalog functions' come from functions/registry.yaml.
         public_main_libraries = [
             "sigs.k8s.io/controller-tools/cmd/controller-gen",
-            "github.com/kptdev/krm-functions-catalog/functions/go/apply-replacements",
-            "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace",
-        ],
+        ] + sorted(MODULE_MAINS.values()),
     )
 
     # Debian's protoc and well-known type protos.

@@ -21,44 +21,12 @@
 // binaries, where the call's memory bound and deadline end them: 2 ms a
 // 2.5 KB call in process against 50 ms in a process of its own (no
 // sandbox, kyaml's start dominates; 2026-12-01).
+//
+// Functions (functions.go) is written by tools/fnregistry from
+// functions/registry.yaml.
 package catalog
 
-import (
-	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
-	"github.com/kptdev/krm-functions-sdk/go/fn"
-
-	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
-	"github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
-	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
-	"github.com/fnrunner/fnrunner/functions/set-image/setimage"
-	"github.com/fnrunner/fnrunner/functions/set-labels/setlabels"
-	"github.com/fnrunner/fnrunner/functions/upsert-resource/upsertresource"
-)
-
-// Functions returns the linked-in functions by ID (the catalog image name),
-// with the catalog version each was built from.
-func Functions() map[string]Function {
-	return map[string]Function{
-		"set-namespace":      {Version: "v0.4.5", Process: setnamespace.Run},
-		"apply-setters":      {Version: "v0.2.2", Binary: "apply-setters"},
-		"apply-replacements": {Version: "v0.1.5", Binary: "apply-replacements"},
-		// fnrunner's own implementations (no module of theirs is served):
-		// the catalog's behaviour at the corpus's commit, answering the
-		// binary tag porch ships (see each package).
-		"ensure-name-substring": {Version: "v0.1.1", Process: ensurenamesubstring.Run},
-		"search-replace":        {Version: "v0.2.1", Process: searchreplace.Run},
-		"set-annotations":       {Version: "v0.1.5", Process: setannotations.Run},
-		"set-image":             {Version: "v0.1.2", Process: setimage.Run},
-		"set-labels":            {Version: "v0.2.2", Process: setlabels.Run},
-		"upsert-resource":       {Version: "v0.2.1", Process: upsertresource.Run},
-		// Scripts are written by users: one can end the Go runtime that
-		// runs it (unbounded recursion overflows the stack, a fatal error,
-		// not a panic), spin forever or write to fd 2. In a process of its
-		// own, fnrunner's bounded build of it (functions/starlark), that
-		// costs the call and nothing else.
-		"starlark": {Version: "v0.5.5", Binary: "starlark", Script: true},
-	}
-}
+import "github.com/kptdev/krm-functions-sdk/go/fn"
 
 // Function is one linked-in catalog function.
 type Function struct {

@@ -1,17 +1,15 @@
 package ensurenamesubstring
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 
-	"github.com/fnrunner/fnrunner/functions/internal/treesize"
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
 // warrants: with a functionConfig over maxConfigBytes, or more work than
 // its budget.
-var ErrTooLarge = errors.New("too much work for the input")
+var ErrTooLarge = budget.ErrTooLarge
 
 // maxConfigBytes bounds an EnsureNameSubstring (see treesize.TextBytes), which is
 // read through JSON at a cost of hundreds of bytes for each of its bytes.
@@ -20,41 +18,26 @@ const maxConfigBytes = 256 << 10
 // The budget of a run: what it may add to its input's memory, in bytes,
 // beyond what kustomize's handling of each resource and reference costs
 // anyway. The input's tree takes about 30 bytes of memory for each byte of
-// its YAML (a node is nodeBytes); a run may add budgetSlack plus as much
-// again as that tree (treeBytes of the resources). Renaming a resource
-// costs 16 times its new name (in its name, and kustomize's annotations
-// recording the change, each copied and parsed as YAML to be set); setting a name field, setBytes and its new value;
-// going down a field's path, pathBytes; going through the aliases of a
-// resource, nodeBytes a node it reaches again (for each field looked for);
-// and fixing references, sieveBytes for each reference and each resource
-// it may refer to, and the referrer's id (refByBytes) for each reference
-// to the same resource before it in the field (kustomize lists the
-// referrers on the resource referred to, a list it copies to add one).
+// its YAML (a node is treesize.NodeBytes); a run may add budget.Slack plus
+// as much again as that tree (treesize.Bytes of the resources). Renaming a
+// resource costs 16 times its new name (in its name, and kustomize's
+// annotations recording the change, each copied and parsed as YAML to be
+// set); setting a name field, setBytes and its new value; going down a
+// field's path, pathBytes; going through the aliases of a resource,
+// treesize.NodeBytes a node it reaches again (for each field looked for);
+// and fixing references, sieveBytes for each reference and each resource it
+// may refer to, and the referrer's id (refByBytes) for each reference to
+// the same resource before it in the field (kustomize lists the referrers
+// on the resource referred to, a list it copies to add one).
 const (
-	budgetSlack = 8 << 20
-	nodeBytes   = treesize.NodeBytes
-	setBytes    = 512
-	sieveBytes  = 1 << 10
-	refByBytes  = 128
+	setBytes   = 512
+	sieveBytes = 1 << 10
+	refByBytes = 128
 )
 
-// budget counts what a run adds against its limit.
-type budget struct {
-	limit, used int
-}
-
-func newBudget(input int) *budget {
-	return &budget{limit: budgetSlack + input}
-}
-
-// spend counts n more bytes, or fails with ErrTooLarge when that exceeds
-// the limit.
-func (b *budget) spend(n int) error {
-	b.used += n
-	if b.used > b.limit {
-		return fmt.Errorf("%w: names and references exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
-	}
-	return nil
+// newBudget is the budget of a run whose input takes input bytes.
+func newBudget(input int) *budget.Budget {
+	return budget.New(input, "names and references")
 }
 
 // pathBytes is what kustomize's field spec filter costs going down path:

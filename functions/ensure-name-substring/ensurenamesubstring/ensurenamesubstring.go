@@ -90,7 +90,7 @@ func run(rl *fn.ResourceList) error {
 // kustomize's ResMap does (resmap.Factory.NewResMapFromRNodeSlice): each
 // must have a kind and a name, empty ones are dropped, and no two may have
 // the same resource id. (ResMap checks each id against all before it; this
-// looks it up.) input is the size of the copies (see treeBytes).
+// looks it up.) input is the size of the copies (see treesize.Bytes).
 func readResources(items fn.KubeObjects) (resources []*resource.Resource, input int, err error) {
 	nodes := make([]*yaml.RNode, len(items))
 	for i, o := range items {

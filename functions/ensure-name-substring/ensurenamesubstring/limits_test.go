@@ -2,7 +2,6 @@ package ensurenamesubstring_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 )
 
 // maxAllocated bounds what a run may allocate, parsing its input included:
@@ -22,65 +22,7 @@ import (
 // fixing of a reference about as much: ordinary small Deployments and
 // ConfigMaps come to 230 in all.
 func maxAllocated(input []byte) uint64 {
-	return 256*uint64(len(input)) + 16<<20
-}
-
-// hostileList is a ResourceList of config and items (YAML documents).
-func hostileList(config string, items []string) []byte {
-	var b strings.Builder
-	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n")
-	b.WriteString(indent(config, "  ", "  "))
-	b.WriteString("items:\n")
-	for _, it := range items {
-		b.WriteString(indent(it, "- ", "  "))
-	}
-	return []byte(b.String())
-}
-
-// indent prefixes doc's first line with first and the others with rest.
-func indent(doc, first, rest string) string {
-	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
-		if i == 0 {
-			b.WriteString(first)
-		} else {
-			b.WriteString(rest)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
-// measure parses input and runs the function on it, as the binary-runner
-// does before it writes the output (which it bounds), and returns the
-// bytes allocated.
-func measure(t *testing.T, input []byte) (allocated uint64, rl *fn.ResourceList, ok bool) {
-	t.Helper()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	rl, err := fn.ParseResourceList(input)
-	require.NoError(t, err)
-	ok, _ = ensurenamesubstring.Run(rl)
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc, rl, ok
-}
-
-// outputSize is the size of rl's items as YAML.
-func outputSize(rl *fn.ResourceList) int {
-	size := 0
-	for _, o := range rl.Items {
-		size += len(o.String())
-	}
-	return size
-}
-
-func many(n int, item func(i int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = item(i)
-	}
-	return out
+	return 256*uint64(len(input)) + fntest.AllocatedSlack
 }
 
 // prepend is a ConfigMap functionConfig prepending s.
@@ -181,12 +123,12 @@ func TestHostileInputs(t *testing.T) {
 	}, {
 		name:     "a 100 KiB substring in 2000 names",
 		config:   prepend(strings.Repeat("x", 100<<10)),
-		items:    many(2000, tiny),
+		items:    fntest.Many(2000, tiny),
 		tooLarge: "names and references exceed",
 	}, {
 		name:     "100 name fields 20 deep in 2000 resources",
 		config:   custom("dev-", nameFields(100, 20)),
-		items:    many(2000, tiny),
+		items:    fntest.Many(2000, tiny),
 		tooLarge: "names and references exceed",
 	}, {
 		name:     "a name field through a million maps of aliases",
@@ -196,7 +138,7 @@ func TestHostileInputs(t *testing.T) {
 	}, {
 		name:     "an EnsureNameSubstring of 10000 name fields",
 		config:   custom("dev-", nameFields(10000, 1)),
-		items:    many(1, tiny),
+		items:    fntest.Many(1, tiny),
 		tooLarge: "an EnsureNameSubstring of about",
 	}, {
 		// A list that is its own item: an endless tree, which following
@@ -213,9 +155,8 @@ func TestHostileInputs(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			input := hostileList(tt.config, tt.items)
-			allocated, rl, ok := measure(t, input)
-			t.Logf("%d bytes of input: %d bytes allocated (%.1f times)", len(input), allocated, float64(allocated)/float64(len(input)))
+			input := fntest.HostileList(tt.config, tt.items)
+			allocated, rl, ok, _ := fntest.Measure(t, input, ensurenamesubstring.Run)
 			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
 				assert.False(t, ok)
@@ -226,7 +167,7 @@ func TestHostileInputs(t *testing.T) {
 				return
 			}
 			require.True(t, ok, "results: %v", rl.Results)
-			assert.LessOrEqual(t, outputSize(rl), 2*len(input))
+			assert.LessOrEqual(t, fntest.OutputSize(rl), 2*len(input))
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -51,7 +52,7 @@ func defaultNameReferences() ([]nameReference, error) {
 // referrers (the refBy build annotation, copied to add one, and read with
 // every annotation): this clears the list after each referrer's field, as
 // nothing reads it before clearBuildAnnotations does.
-func fixNameReferences(resources []*resource.Resource, b *budget) error {
+func fixNameReferences(resources []*resource.Resource, b *budget.Budget) error {
 	refs, err := defaultNameReferences()
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func fixNameReferences(resources []*resource.Resource, b *budget) error {
 					// Nothing to update, nothing to fail.
 					continue
 				}
-				if err := b.spend(aliases + referenceBytes(names, len(referrals))); err != nil {
+				if err := b.Spend(aliases + referenceBytes(names, len(referrals))); err != nil {
 					return fmt.Errorf("%s: %w", describe(r), err)
 				}
 				f := nameref.Filter{

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -29,7 +30,7 @@ type renames map[objectRef]string
 // recorded on the resource (kustomize's previous-id annotations, which the
 // name reference fix reads) and in the returned renames. What it adds is
 // spent from b.
-func ensureNames(resources []*resource.Resource, cfg *Config, b *budget) (renames, error) {
+func ensureNames(resources []*resource.Resource, cfg *Config, b *budget.Budget) (renames, error) {
 	done := renames{}
 	fields := cfg.nameFields()
 	for _, r := range resources {
@@ -38,7 +39,7 @@ func ensureNames(resources []*resource.Resource, cfg *Config, b *budget) (rename
 			continue
 		}
 		what := describe(r)
-		if err := b.spend(treesize.AliasBytes(r.YNode())); err != nil {
+		if err := b.Spend(treesize.AliasBytes(r.YNode())); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		for _, fs := range fields {
@@ -48,7 +49,7 @@ func ensureNames(resources []*resource.Resource, cfg *Config, b *budget) (rename
 			var err error
 			if fs.Path == namePath {
 				err = rename(r, cfg, done, b)
-			} else if err = b.spend(pathBytes(fs.Path)); err == nil {
+			} else if err = b.Spend(pathBytes(fs.Path)); err == nil {
 				err = r.PipeE(ensureField(fs, cfg, b))
 			}
 			if err != nil {
@@ -77,13 +78,13 @@ func keepsName(id resid.ResId) bool {
 }
 
 // rename ensures the substring in r's metadata.name.
-func rename(r *resource.Resource, cfg *Config, done renames, b *budget) error {
+func rename(r *resource.Resource, cfg *Config, done renames, b *budget.Budget) error {
 	old := r.GetName()
 	name, changed := cfg.ensure(old)
 	if !changed {
 		return nil
 	}
-	if err := b.spend(16 * len(name)); err != nil {
+	if err := b.Spend(16 * len(name)); err != nil {
 		return err
 	}
 	r.StorePreviousId()
@@ -103,7 +104,7 @@ func rename(r *resource.Resource, cfg *Config, done renames, b *budget) error {
 // ensureField is a filter that ensures the substring in each string the
 // field spec selects, creating the field when the spec says so, spending
 // what it adds from b.
-func ensureField(fs types.FieldSpec, cfg *Config, b *budget) fieldspec.Filter {
+func ensureField(fs types.FieldSpec, cfg *Config, b *budget.Budget) fieldspec.Filter {
 	return fieldspec.Filter{
 		FieldSpec: fs,
 		SetValue: func(n *yaml.RNode) error {
@@ -111,7 +112,7 @@ func ensureField(fs types.FieldSpec, cfg *Config, b *budget) fieldspec.Filter {
 			if y.Kind != yaml.ScalarNode {
 				return fmt.Errorf("not a string but a %s", kindName(y.Kind))
 			}
-			if err := b.spend(setBytes + len(y.Value) + len(cfg.Substring)); err != nil {
+			if err := b.Spend(setBytes + len(y.Value) + len(cfg.Substring)); err != nil {
 				return err
 			}
 			if v, changed := cfg.ensure(y.Value); changed {

@@ -1,20 +1,21 @@
 package searchreplace
 
 import (
-	"errors"
 	"fmt"
 	"regexp/syntax"
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
+	"github.com/fnrunner/fnrunner/functions/internal/regexpsize"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
 // warrants: with an expression over its limit, or more work than its
 // budget.
-var ErrTooLarge = errors.New("too much work for the input")
+var ErrTooLarge = budget.ErrTooLarge
 
 // Limits on the expressions, whose cost is paid at every field or resource.
 const (
@@ -56,7 +57,7 @@ func checkLimits(cfg Config) error {
 	if err != nil {
 		return nil
 	}
-	if n := instructions(re); n > maxRegexInstructions {
+	if n := regexpsize.Instructions(re); n > maxRegexInstructions {
 		return fmt.Errorf("%w: %s compiles to about %d instructions, more than %d", ErrTooLarge, ByValueRegex, n, maxRegexInstructions)
 	}
 	return nil
@@ -91,8 +92,8 @@ func alternatives(glob string) int {
 
 // The budget of a run: what it may add to its input's memory, in bytes.
 // The input's tree takes about 30 bytes of memory for each byte of its YAML
-// (a node is nodeBytes), and a run copies it; it may add budgetSlack plus
-// half that tree (treeBytes of the resources). A match reported costs
+// (a node is nodeBytes), and a run copies it; it may add budget.Slack plus
+// half that tree (treesize.Bytes of the resources). A match reported costs
 // matchBytes, its value (twice: in the result's message too) and its path;
 // a value written, its text; YAML text made with the encoder, encodeBytes
 // and encodeFactor times the tree it writes (the encoder holds all its
@@ -100,30 +101,15 @@ func alternatives(glob string) int {
 // group, the text it reads and writes. The function runs in the binary-runner's process,
 // which admits it by its input's size.
 const (
-	budgetSlack  = 8 << 20
 	nodeBytes    = treesize.NodeBytes
 	matchBytes   = 512
 	encodeBytes  = 8 << 10
 	encodeFactor = 16
 )
 
-// budget counts what a run adds against its limit.
-type budget struct {
-	limit, used int
-}
-
-func newBudget(input int) *budget {
-	return &budget{limit: budgetSlack + input/2}
-}
-
-// spend counts n more bytes, or fails with ErrTooLarge when that exceeds
-// the limit.
-func (b *budget) spend(n int) error {
-	b.used += n
-	if b.used > b.limit {
-		return fmt.Errorf("%w: matches and values exceed %d bytes (%d MiB and half the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
-	}
-	return nil
+// newBudget is the budget of a run whose input takes input bytes.
+func newBudget(input int) *budget.Budget {
+	return budget.New(input, "matches and values", budget.WithHalfInput())
 }
 
 // quickText is scalar n as YAML, without the spaces around it, as
@@ -203,23 +189,4 @@ func isInteger(s string) bool {
 		}
 	}
 	return true
-}
-
-// instructions is about the size of re compiled, without compiling it
-// (which expands its repetitions): a literal's characters, a repetition's
-// expression times its maximum (or minimum) count, one for any other
-// operator and its operands'. It stops counting past a million.
-func instructions(re *syntax.Regexp) int {
-	const most = 1 << 20
-	switch re.Op {
-	case syntax.OpLiteral:
-		return max(len(re.Rune), 1)
-	case syntax.OpRepeat:
-		return min(instructions(re.Sub[0])*max(re.Max, re.Min, 1), most)
-	}
-	n := 1
-	for _, sub := range re.Sub {
-		n = min(n+instructions(sub), most)
-	}
-	return n
 }

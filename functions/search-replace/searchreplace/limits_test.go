@@ -2,7 +2,6 @@ package searchreplace_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -10,72 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
 )
-
-// maxAllocated bounds what a run may allocate, parsing its input included:
-// the binary-runner runs the function in its own process and admits it by
-// its input's size. Parsing alone takes about 30 bytes for each byte of
-// input.
-func maxAllocated(input []byte) uint64 {
-	return 64*uint64(len(input)) + 16<<20
-}
-
-// hostileList is a ResourceList of config and items (YAML documents).
-func hostileList(config string, items []string) []byte {
-	var b strings.Builder
-	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n")
-	b.WriteString(indent(config, "  ", "  "))
-	b.WriteString("items:\n")
-	for _, it := range items {
-		b.WriteString(indent(it, "- ", "  "))
-	}
-	return []byte(b.String())
-}
-
-// indent prefixes doc's first line with first and the others with rest.
-func indent(doc, first, rest string) string {
-	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
-		if i == 0 {
-			b.WriteString(first)
-		} else {
-			b.WriteString(rest)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
-// measure parses input and runs the function on it, as the binary-runner
-// does before it writes the output (which it bounds), and returns the
-// bytes allocated.
-func measure(t *testing.T, input []byte) (allocated uint64, rl *fn.ResourceList, ok bool) {
-	t.Helper()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	rl, err := fn.ParseResourceList(input)
-	require.NoError(t, err)
-	ok, err = searchreplace.Run(rl)
-	runtime.ReadMemStats(&after)
-	require.NoError(t, err)
-	return after.TotalAlloc - before.TotalAlloc, rl, ok
-}
 
 // outputSize is the size of rl's items and results as YAML.
 func outputSize(t *testing.T, rl *fn.ResourceList) int {
 	out, err := rl.ToYAML()
 	require.NoError(t, err)
 	return len(out)
-}
-
-func many(n int, item func(i int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = item(i)
-	}
-	return out
 }
 
 // resource is a resource of file f.yaml with the given spec.
@@ -112,11 +54,11 @@ func nested(n int) string {
 }
 
 // TestHostileInputs runs small inputs that asked for far more work than
-// their size: the run stays within maxAllocated, and either succeeds with
-// an output in proportion to its input or fails with ErrTooLarge.
+// their size: the run stays within fntest.MaxAllocated, and either succeeds
+// with an output in proportion to its input or fails with ErrTooLarge.
 func TestHostileInputs(t *testing.T) {
 	// A key longer than 1024 bytes is written after "? ".
-	wide := "\n  ? " + strings.Repeat("k", 100<<10) + "\n  : {" + strings.Join(many(20000, func(i int) string { return fmt.Sprint("f", i, ": v") }), ", ") + "}"
+	wide := "\n  ? " + strings.Repeat("k", 100<<10) + "\n  : {" + strings.Join(fntest.Many(20000, func(i int) string { return fmt.Sprint("f", i, ": v") }), ", ") + "}"
 	nestedLists := strings.Repeat("{l: [", 3000) + "x" + strings.Repeat("]}", 3000)
 	tests := []struct {
 		name     string
@@ -126,74 +68,74 @@ func TestHostileInputs(t *testing.T) {
 	}{{
 		name:   "ordinary: by value in 300 Deployments",
 		config: config("by-value: nginx:1.2", "put-value: nginx:1.3"),
-		items:  many(300, ordinary),
+		items:  fntest.Many(300, ordinary),
 	}, {
 		name:   "ordinary: every field of 100 Deployments",
 		config: config("by-path: '**'"),
-		items:  many(100, ordinary),
+		items:  fntest.Many(100, ordinary),
 	}, {
 		// Each field's path was made anew, as long as its depth.
 		name:   "5000 maps deep",
 		config: config("by-value: y"),
-		items:  many(1, func(i int) string { return resource(i, nested(5000)) }),
+		items:  fntest.Many(1, func(i int) string { return resource(i, nested(5000)) }),
 	}, {
 		name:   "a 100 KiB key above 20000 fields",
 		config: config("by-value: y"),
-		items:  many(1, func(i int) string { return resource(i, wide) }),
+		items:  fntest.Many(1, func(i int) string { return resource(i, wide) }),
 	}, {
 		// Each field's path was matched anew against by-path.
 		name:   "by-path of 60 elements, 5000 maps deep",
 		config: config("by-path: '"+strings.Repeat("**.", 59)+"v'", "by-value: y"),
-		items:  many(1, func(i int) string { return resource(i, nested(5000)) }),
+		items:  fntest.Many(1, func(i int) string { return resource(i, nested(5000)) }),
 	}, {
 		name:     "by-path of 200 elements",
 		config:   config("by-path: '" + strings.Repeat("**.", 199) + "v'"),
-		items:    many(1, func(i int) string { return resource(i, nested(100)) }),
+		items:    fntest.Many(1, func(i int) string { return resource(i, nested(100)) }),
 		tooLarge: "by-path has 200 elements, more than 64",
 	}, {
 		name:     "a 100 KiB value put into 2000 fields",
 		config:   config("by-value: v", "put-value: "+strings.Repeat("x", 100<<10)),
-		items:    many(2000, func(i int) string { return resource(i, "{a: v}") }),
+		items:    fntest.Many(2000, func(i int) string { return resource(i, "{a: v}") }),
 		tooLarge: "matches and values exceed",
 	}, {
 		name:     "a 100 KiB value put at a path in 2000 resources",
 		config:   config("by-path: spec.a", "put-value: "+strings.Repeat("x", 100<<10)),
-		items:    many(2000, func(i int) string { return resource(i, "{}") }),
+		items:    fntest.Many(2000, func(i int) string { return resource(i, "{}") }),
 		tooLarge: "matches and values exceed",
 	}, {
 		name:     "a path of 60 fields put into 10000 resources",
 		config:   config("by-path: "+strings.Repeat("a.", 59)+"b", "put-value: x"),
-		items:    many(10000, func(i int) string { return resource(i, "{}") }),
+		items:    fntest.Many(10000, func(i int) string { return resource(i, "{}") }),
 		tooLarge: "matches and values exceed",
 	}, {
 		// A group's text for each of its references.
 		name:     "20000 references to a 1 KiB capture group, 100 fields",
 		config:   config("by-value-regex: '(.*)'", "put-value: '"+strings.Repeat("${1}", 20000)+"'"),
-		items:    many(100, func(i int) string { return resource(i, "{a: "+strings.Repeat("v", 1<<10)+"}") }),
+		items:    fntest.Many(100, func(i int) string { return resource(i, "{a: "+strings.Repeat("v", 1<<10)+"}") }),
 		tooLarge: "matches and values exceed",
 	}, {
 		// Each list is written out for its result, lists in it included.
 		name:     "a comment on lists 3000 deep",
 		config:   config("by-path: '**'", "put-comment: c"),
-		items:    many(1, func(i int) string { return resource(i, nestedLists) }),
+		items:    fntest.Many(1, func(i int) string { return resource(i, nestedLists) }),
 		tooLarge: "matches and values exceed",
 	}, {
 		name:     "by-value-regex of 10000 instructions",
 		config:   config("by-value-regex: '" + strings.Repeat("x{1000}", 10) + "'"),
-		items:    many(1, func(i int) string { return resource(i, "{}") }),
+		items:    fntest.Many(1, func(i int) string { return resource(i, "{}") }),
 		tooLarge: "by-value-regex compiles to about 100",
 	}, {
 		name:     "by-file-path of 2^22 alternatives",
 		config:   config("by-file-path: '" + strings.Repeat("{a,a}", 22) + "c'"),
-		items:    many(1, func(i int) string { return resource(i, "{}") }),
+		items:    fntest.Many(1, func(i int) string { return resource(i, "{}") }),
 		tooLarge: "by-file-path stands for more than 64 paths",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			input := hostileList(tt.config, tt.items)
-			allocated, rl, ok := measure(t, input)
-			t.Logf("%d bytes of input: %d bytes allocated (%.1f times)", len(input), allocated, float64(allocated)/float64(len(input)))
-			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
+			input := fntest.HostileList(tt.config, tt.items)
+			allocated, rl, ok, err := fntest.Measure(t, input, searchreplace.Run)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, allocated, fntest.MaxAllocated(input), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
 				assert.False(t, ok)
 				require.Len(t, rl.Results, 1)

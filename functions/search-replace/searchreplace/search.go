@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -35,7 +36,7 @@ type Match struct {
 // search runs s on one resource node, in place, and returns the fields it
 // reports. count is the number of fields it matched, which can be more than
 // the fields reported (see scalar). What it adds is spent from b.
-func (s *searcher) search(node *yaml.RNode, b *budget) (matches []Match, count int, err error) {
+func (s *searcher) search(node *yaml.RNode, b *budget.Budget) (matches []Match, count int, err error) {
 	filePath, err := fileAnnotations(node)
 	if err != nil {
 		return nil, 0, err
@@ -166,7 +167,7 @@ type walk struct {
 	filePath string
 	matches  []Match
 	count    int
-	budget   *budget
+	budget   *budget.Budget
 	// path is where the walk is: the fields and list items it went into.
 	path []pathStep
 	// at says whether the path matches by-path; nil without one.
@@ -303,7 +304,7 @@ func (w *walk) commentLists(n *yaml.Node) error {
 		}
 		key.LineComment = w.PutComment
 		// The list as YAML text, once for each list it is in.
-		if err := w.budget.spend(encodeBytes + encodeFactor*treesize.Bytes(value)); err != nil {
+		if err := w.budget.Spend(encodeBytes + encodeFactor*treesize.Bytes(value)); err != nil {
 			return err
 		}
 		list, err := flowString(value)
@@ -311,7 +312,7 @@ func (w *walk) commentLists(n *yaml.Node) error {
 			return err
 		}
 		fieldPath := w.ByPath + " # " + w.PutComment
-		if err := w.budget.spend(matchBytes + 2*len(list) + len(fieldPath)); err != nil {
+		if err := w.budget.Spend(matchBytes + 2*len(list) + len(fieldPath)); err != nil {
 			return err
 		}
 		w.matches = append(w.matches, Match{
@@ -344,7 +345,7 @@ func (w *walk) scalar(n *yaml.Node) error {
 	if err != nil {
 		return err
 	}
-	if err := w.budget.spend(matchBytes + 2*len(value) + w.fieldPathLen()); err != nil {
+	if err := w.budget.Spend(matchBytes + 2*len(value) + w.fieldPathLen()); err != nil {
 		return err
 	}
 	w.matches = append(w.matches, Match{
@@ -360,7 +361,7 @@ func (w *walk) text(n *yaml.Node) (string, error) {
 	if s, ok := quickText(n); ok {
 		return s, nil
 	}
-	if err := w.budget.spend(encodeBytes + encodeFactor*treesize.Bytes(n)); err != nil {
+	if err := w.budget.Spend(encodeBytes + encodeFactor*treesize.Bytes(n)); err != nil {
 		return "", err
 	}
 	s, err := yaml.String(n)
@@ -397,7 +398,7 @@ func (w *walk) mutate(n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		if err := w.budget.spend(len(comment)); err != nil {
+		if err := w.budget.Spend(len(comment)); err != nil {
 			return err
 		}
 		n.LineComment = comment
@@ -407,7 +408,7 @@ func (w *walk) mutate(n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		if err := w.budget.spend(len(value)); err != nil {
+		if err := w.budget.Spend(len(value)); err != nil {
 			return err
 		}
 		// The type follows from the new value; style and comments stay.
@@ -437,7 +438,7 @@ func (w *walk) putByPath(root *yaml.Node) error {
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	if err := w.budget.spend(matchBytes + len(w.ByPath) + 2*len(w.PutValue)); err != nil {
+	if err := w.budget.Spend(matchBytes + len(w.ByPath) + 2*len(w.PutValue)); err != nil {
 		return err
 	}
 	w.matches = append(w.matches, Match{FilePath: w.filePath, FieldPath: w.ByPath, Value: w.PutValue})
@@ -449,7 +450,7 @@ func (w *walk) putByPath(root *yaml.Node) error {
 			return nil
 		}
 		// A map, where it is created.
-		if err := w.budget.spend(2*nodeBytes + len(part)); err != nil {
+		if err := w.budget.Spend(2*nodeBytes + len(part)); err != nil {
 			return err
 		}
 		next, err := lookupCreate(parent, part, func() []string { return fieldNames(w.putParents[:i]) })
@@ -467,7 +468,7 @@ func (w *walk) putByPath(root *yaml.Node) error {
 		return wrongKind(parent, yaml.MappingNode, fieldNames(w.putParents))
 	}
 	name := w.putName
-	if err := w.budget.spend(2*nodeBytes + len(name) + len(w.PutValue)); err != nil {
+	if err := w.budget.Spend(2*nodeBytes + len(name) + len(w.PutValue)); err != nil {
 		return err
 	}
 	for i := 0; i+1 < len(parent.Content); i += 2 {
@@ -614,7 +615,7 @@ func (w *walk) resolve(value, pattern string) (string, error) {
 		return pattern, nil
 	}
 	groups := w.valueRegex.FindStringSubmatch(value)
-	if err := w.budget.spend(16 * len(groups)); err != nil {
+	if err := w.budget.Spend(16 * len(groups)); err != nil {
 		return "", err
 	}
 	out := pattern
@@ -623,7 +624,7 @@ func (w *walk) resolve(value, pattern string) (string, error) {
 		ref := "${" + strconv.Itoa(i) + "}"
 		// Reading out, and what the replacement writes.
 		n := strings.Count(out, ref)
-		if err := w.budget.spend(len(out) + n*len(groups[i])); err != nil {
+		if err := w.budget.Spend(len(out) + n*len(groups[i])); err != nil {
 			return "", err
 		}
 		if n > 0 {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -99,7 +100,7 @@ func readResources(nodes []*yaml.RNode) ([]*resource.Resource, error) {
 // map gets the annotations in the same order, and each annotation's node
 // (shared by the fields it is set in) goes through the same fields in the
 // same order.
-func annotateResource(r *resource.Resource, keys []string, annos map[string]string, nonStrings map[string]bool, fields types.FsSlice, set appliedAnnotations, b *budget) error {
+func annotateResource(r *resource.Resource, keys []string, annos map[string]string, nonStrings map[string]bool, fields types.FsSlice, set appliedAnnotations, b *budget.Budget) error {
 	path, index := fileAnnotations(r.YNode())
 	// The fields of r's kind only: kustomize's field spec filter leaves
 	// the others alone.
@@ -108,7 +109,7 @@ func annotateResource(r *resource.Resource, keys []string, annos map[string]stri
 	for _, fs := range fields {
 		cost += pathBytes(fs.Path)
 	}
-	if err := b.spend(cost); err != nil {
+	if err := b.Spend(cost); err != nil {
 		return err
 	}
 	setters := make([]filtersutil.SetFn, len(keys))
@@ -118,7 +119,7 @@ func annotateResource(r *resource.Resource, keys []string, annos map[string]stri
 	setAll := func(n *yaml.RNode) error {
 		field := strings.Join(n.FieldPath(), ".")
 		for i, k := range keys {
-			if err := b.spend(setBytes + 2*(len(k)+len(annos[k])) + len(field)); err != nil {
+			if err := b.Spend(setBytes + 2*(len(k)+len(annos[k])) + len(field)); err != nil {
 				return err
 			}
 			set.add(fieldKey{file: path, index: index, field: field}, k, annos[k])

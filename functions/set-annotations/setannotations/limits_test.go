@@ -2,7 +2,6 @@ package setannotations_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 )
 
@@ -20,66 +20,7 @@ import (
 // and kustomize's reading of resources and field specs about 30 for small
 // resources (ordinary ConfigMaps come to 80 in all).
 func maxAllocated(input []byte) uint64 {
-	return 96*uint64(len(input)) + 16<<20
-}
-
-// hostileList is a ResourceList of config and items (YAML documents).
-func hostileList(config string, items []string) []byte {
-	var b strings.Builder
-	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n")
-	b.WriteString(indent(config, "  ", "  "))
-	b.WriteString("items:\n")
-	for _, it := range items {
-		b.WriteString(indent(it, "- ", "  "))
-	}
-	return []byte(b.String())
-}
-
-// indent prefixes doc's first line with first and the others with rest.
-func indent(doc, first, rest string) string {
-	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
-		if i == 0 {
-			b.WriteString(first)
-		} else {
-			b.WriteString(rest)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
-// measure parses input and runs the function on it, as the binary-runner
-// does before it writes the output (which it bounds), and returns the
-// bytes allocated.
-func measure(t *testing.T, input []byte) (allocated uint64, rl *fn.ResourceList, ok bool) {
-	t.Helper()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	rl, err := fn.ParseResourceList(input)
-	require.NoError(t, err)
-	ok, err = setannotations.Run(rl)
-	runtime.ReadMemStats(&after)
-	require.NoError(t, err)
-	return after.TotalAlloc - before.TotalAlloc, rl, ok
-}
-
-// outputSize is the size of rl's items as YAML.
-func outputSize(rl *fn.ResourceList) int {
-	size := 0
-	for _, o := range rl.Items {
-		size += len(o.String())
-	}
-	return size
-}
-
-func many(n int, item func(i int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = item(i)
-	}
-	return out
+	return 96*uint64(len(input)) + fntest.AllocatedSlack
 }
 
 // annotationsConfig is a SetAnnotations of n annotations of values of the
@@ -180,38 +121,38 @@ func TestHostileInputs(t *testing.T) {
 		// Each resource was checked against every one before it.
 		name:   "5000 resources",
 		config: annotationsConfig(3, 8),
-		items:  many(5000, small),
+		items:  fntest.Many(5000, small),
 	}, {
 		name:     "200 annotations on 2000 resources",
 		config:   annotationsConfig(200, 1),
-		items:    many(2000, tiny),
+		items:    fntest.Many(2000, tiny),
 		tooLarge: "annotations to set exceed",
 	}, {
 		// Each annotation is looked for in every field's path.
 		name:     "100 fields 20 deep on 2000 resources",
 		config:   annotationsConfig(1, 1, fieldSpecs(100, 20)),
-		items:    many(2000, tiny),
+		items:    fntest.Many(2000, tiny),
 		tooLarge: "annotations to set exceed",
 	}, {
 		name:     "300 annotations on 300 fields of one resource",
 		config:   annotationsConfig(300, 1, fieldSpecs(300, 1)),
-		items:    many(1, tiny),
+		items:    fntest.Many(1, tiny),
 		tooLarge: "annotations to set exceed",
 	}, {
 		name:     "a 100 KiB annotation on 2000 resources",
 		config:   annotationsConfig(1, 100<<10),
-		items:    many(2000, tiny),
+		items:    fntest.Many(2000, tiny),
 		tooLarge: "annotations to set exceed",
 	}, {
 		// Each annotations field is searched for each annotation.
 		name:     "5000 annotations",
 		config:   annotationsConfig(5000, 1),
-		items:    many(1, tiny),
+		items:    fntest.Many(1, tiny),
 		tooLarge: "5000 annotations, more than 1024",
 	}, {
 		name:     "a SetAnnotations of 10000 fields",
 		config:   annotationsConfig(1, 1, fieldSpecs(10000, 1)),
-		items:    many(1, tiny),
+		items:    fntest.Many(1, tiny),
 		tooLarge: "a SetAnnotations of about",
 	}, {
 		name:     "a pod template of a million maps through aliases",
@@ -233,9 +174,9 @@ func TestHostileInputs(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			input := hostileList(tt.config, tt.items)
-			allocated, rl, ok := measure(t, input)
-			t.Logf("%d bytes of input: %d bytes allocated (%.1f times)", len(input), allocated, float64(allocated)/float64(len(input)))
+			input := fntest.HostileList(tt.config, tt.items)
+			allocated, rl, ok, err := fntest.Measure(t, input, setannotations.Run)
+			require.NoError(t, err)
 			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
 				assert.False(t, ok)
@@ -246,7 +187,7 @@ func TestHostileInputs(t *testing.T) {
 				return
 			}
 			require.True(t, ok, "results: %v", rl.Results)
-			assert.LessOrEqual(t, outputSize(rl), 2*len(input))
+			assert.LessOrEqual(t, fntest.OutputSize(rl), 2*len(input))
 		})
 	}
 }

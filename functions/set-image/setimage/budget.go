@@ -1,20 +1,20 @@
 package setimage
 
 import (
-	"errors"
 	"fmt"
 	"regexp/syntax"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
-	"github.com/fnrunner/fnrunner/functions/internal/treesize"
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
+	"github.com/fnrunner/fnrunner/functions/internal/regexpsize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
 // warrants: with an image name over its limits, or more work than its
 // budget.
-var ErrTooLarge = errors.New("too much work for the input")
+var ErrTooLarge = budget.ErrTooLarge
 
 // Limits on the image name, a regular expression matched against every
 // image, in time in proportion to its compiled size.
@@ -41,7 +41,7 @@ func nameLimits(name string) error {
 	if err != nil {
 		return nil
 	}
-	if n := instructions(re); n > maxNameInstructions {
+	if n := regexpsize.Instructions(re); n > maxNameInstructions {
 		return fmt.Errorf("%w: image `name` compiles to about %d instructions, more than %d", ErrTooLarge, n, maxNameInstructions)
 	}
 	return nil
@@ -53,12 +53,10 @@ func nameLimits(name string) error {
 // that round trip that grow faster than the resource, for a resource whose
 // structure the round trip changes (see keepsStructure): kyaml's order
 // sync looks each field of a map up in the map, and its comment copy each
-// item of a list up in the list (roundTripBytes). A run may spend budgetSlack
-// plus its input's size in memory (treeBytes of its items: about 30 bytes
-// for each byte of their YAML, a node being nodeBytes).
+// item of a list up in the list (roundTripBytes). A run may spend budget.Slack
+// plus its input's size in memory (treesize.Bytes of its items: about 30
+// bytes for each byte of their YAML, a node being treesize.NodeBytes).
 const (
-	budgetSlack = 8 << 20
-	nodeBytes   = treesize.NodeBytes
 	// fieldPairBytes and itemPairBytes are what the order sync costs for
 	// each field of a map and field before it, and the comment copy for
 	// each item of a list and item before it.
@@ -66,23 +64,9 @@ const (
 	itemPairBytes  = 1 << 10
 )
 
-// budget counts what a run spends against its limit.
-type budget struct {
-	limit, used int
-}
-
-func newBudget(input int) *budget {
-	return &budget{limit: budgetSlack + input}
-}
-
-// spend counts n more bytes, or fails with ErrTooLarge when that exceeds
-// the limit.
-func (b *budget) spend(n int) error {
-	b.used += n
-	if b.used > b.limit {
-		return fmt.Errorf("%w: the maps and lists to restore after the JSON round trip exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
-	}
-	return nil
+// newBudget is the budget of a run whose input takes input bytes.
+func newBudget(input int) *budget.Budget {
+	return budget.New(input, "the maps and lists to restore after the JSON round trip")
 }
 
 // roundTripBytes is what the round trip of the resource n costs beyond its
@@ -129,23 +113,4 @@ func hasComments(n *yaml.Node) bool {
 		}
 	}
 	return false
-}
-
-// instructions is about the size of re compiled, without compiling it
-// (which expands its repetitions): a literal's characters, a repetition's
-// expression times its maximum (or minimum) count, one for any other
-// operator and its operands'. It stops counting past a million.
-func instructions(re *syntax.Regexp) int {
-	const most = 1 << 20
-	switch re.Op {
-	case syntax.OpLiteral:
-		return max(len(re.Rune), 1)
-	case syntax.OpRepeat:
-		return min(instructions(re.Sub[0])*max(re.Max, re.Min, 1), most)
-	}
-	n := 1
-	for _, sub := range re.Sub {
-		n = min(n+instructions(sub), most)
-	}
-	return n
 }

@@ -2,7 +2,6 @@ package setimage_test
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/functions/set-image/setimage"
 )
 
@@ -21,68 +21,9 @@ import (
 // costs 700 to 2000 more: roundTrip.
 func maxAllocated(input []byte, roundTrip bool) uint64 {
 	if roundTrip {
-		return 2048*uint64(len(input)) + 16<<20
+		return 2048*uint64(len(input)) + fntest.AllocatedSlack
 	}
-	return 64*uint64(len(input)) + 16<<20
-}
-
-// hostileList is a ResourceList of config and items (YAML documents).
-func hostileList(config string, items []string) []byte {
-	var b strings.Builder
-	b.WriteString("apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nfunctionConfig:\n")
-	b.WriteString(indent(config, "  ", "  "))
-	b.WriteString("items:\n")
-	for _, it := range items {
-		b.WriteString(indent(it, "- ", "  "))
-	}
-	return []byte(b.String())
-}
-
-// indent prefixes doc's first line with first and the others with rest.
-func indent(doc, first, rest string) string {
-	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(doc, "\n"), "\n") {
-		if i == 0 {
-			b.WriteString(first)
-		} else {
-			b.WriteString(rest)
-		}
-		b.WriteString(line + "\n")
-	}
-	return b.String()
-}
-
-// measure parses input and runs the function on it, as the binary-runner
-// does before it writes the output (which it bounds), and returns the
-// bytes allocated.
-func measure(t *testing.T, input []byte) (allocated uint64, rl *fn.ResourceList, ok bool) {
-	t.Helper()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	rl, err := fn.ParseResourceList(input)
-	require.NoError(t, err)
-	ok, err = setimage.Run(rl)
-	runtime.ReadMemStats(&after)
-	require.NoError(t, err)
-	return after.TotalAlloc - before.TotalAlloc, rl, ok
-}
-
-// outputSize is the size of rl's items as YAML.
-func outputSize(rl *fn.ResourceList) int {
-	size := 0
-	for _, o := range rl.Items {
-		size += len(o.String())
-	}
-	return size
-}
-
-func many(n int, item func(i int) string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = item(i)
-	}
-	return out
+	return fntest.MaxAllocated(input)
 }
 
 // imageConfig is a SetImage of image name, to newTag 2, with the given
@@ -103,7 +44,7 @@ func podOf(n int, image string) string {
 
 // ordinary is n ordinary Deployments.
 func ordinary(n int) []string {
-	return many(n, func(i int) string { return fmt.Sprintf(ordinaryDeployment, i) })
+	return fntest.Many(n, func(i int) string { return fmt.Sprintf(ordinaryDeployment, i) })
 }
 
 const ordinaryDeployment = `apiVersion: apps/v1
@@ -129,7 +70,7 @@ spec:
 // an output in proportion to its input or fails with ErrTooLarge.
 func TestHostileInputs(t *testing.T) {
 	wide := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: wide}\ndata:\n" +
-		strings.Join(many(20000, func(i int) string { return fmt.Sprintf("  k%d: v", i) }), "\n")
+		strings.Join(fntest.Many(20000, func(i int) string { return fmt.Sprintf("  k%d: v", i) }), "\n")
 	additional := []string{"additionalImageFields:", "- path: spec/containers[]/image"}
 	tests := []struct {
 		name      string
@@ -192,9 +133,9 @@ func TestHostileInputs(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			input := hostileList(tt.config, tt.items)
-			allocated, rl, ok := measure(t, input)
-			t.Logf("%d bytes of input: %d bytes allocated (%.1f times)", len(input), allocated, float64(allocated)/float64(len(input)))
+			input := fntest.HostileList(tt.config, tt.items)
+			allocated, rl, ok, err := fntest.Measure(t, input, setimage.Run)
+			require.NoError(t, err)
 			assert.LessOrEqual(t, allocated, maxAllocated(input, tt.roundTrip), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
 				assert.False(t, ok)
@@ -206,7 +147,7 @@ func TestHostileInputs(t *testing.T) {
 				return
 			}
 			require.True(t, ok, "results: %v", rl.Results)
-			assert.LessOrEqual(t, outputSize(rl), 2*len(input))
+			assert.LessOrEqual(t, fntest.OutputSize(rl), 2*len(input))
 		})
 	}
 }

@@ -132,7 +132,7 @@ func run(rl *fn.ResourceList) (fn.Results, *failure) {
 		for i, obj := range rl.Items {
 			native := keepsStructure(originals[i].YNode())
 			if !native {
-				if err := b.spend(roundTripBytes(originals[i].YNode())); err != nil {
+				if err := b.Spend(roundTripBytes(originals[i].YNode())); err != nil {
 					return results, &failure{Results: fn.Results{objectResult(err.Error(), obj, fn.Error)}}
 				}
 			}

@@ -1,17 +1,15 @@
 package setlabels
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
 // ErrTooLarge is returned for a run that would do more than its input
 // warrants: more labels than maxLabels, or more work than its budget.
-var ErrTooLarge = errors.New("too much work for the input")
+var ErrTooLarge = budget.ErrTooLarge
 
 // maxLabels bounds the labels of a functionConfig: each label field takes
 // time in proportion to its labels times the labels set.
@@ -19,36 +17,21 @@ const maxLabels = 1024
 
 // The budget of a run: what it may add to its input's memory, in bytes.
 // The input's tree takes about 30 bytes of memory for each byte of its YAML
-// (a node is nodeBytes); a run may add budgetSlack plus as much again as
-// that tree (treeBytes of its items and functionConfig). Setting a label
-// adds two nodes and its text; looking one up, visitBytes. The function
-// runs in the binary-runner's process, which admits it by its input's size.
+// (a node is nodeBytes); a run may add budget.Slack plus as much again as
+// that tree (inputBytes). Setting a label adds two nodes and its text;
+// looking one up, visitBytes. The function runs in the binary-runner's
+// process, which admits it by its input's size.
 const (
-	budgetSlack = 8 << 20
-	nodeBytes   = treesize.NodeBytes
-	visitBytes  = 128
+	nodeBytes  = treesize.NodeBytes
+	visitBytes = 128
 )
 
-// budget counts what a run adds against its limit.
-type budget struct {
-	limit, used int
+// newBudget is the budget of a run whose input takes input bytes.
+func newBudget(input int) *budget.Budget {
+	return budget.New(input, "labels to set")
 }
 
-func newBudget(input int) *budget {
-	return &budget{limit: budgetSlack + input}
-}
-
-// spend counts n more bytes, or fails with ErrTooLarge when that exceeds
-// the limit.
-func (b *budget) spend(n int) error {
-	b.used += n
-	if b.used > b.limit {
-		return fmt.Errorf("%w: labels to set exceed %d bytes (%d MiB and the input's size in memory)", ErrTooLarge, b.limit, budgetSlack>>20)
-	}
-	return nil
-}
-
-// inputBytes is treeBytes of rl's items and functionConfig, read in place
+// inputBytes is treesize.Bytes of rl's items and functionConfig, read in place
 // (each object is left an object of the same nodes).
 func inputBytes(rl *fn.ResourceList) int {
 	size := 0

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 )
 
 // setter sets one set of labels on label fields, and counts the label
@@ -14,10 +16,10 @@ type setter struct {
 	labels map[string]string
 	keys   []string // the keys of labels, sorted
 	count  int
-	budget *budget
+	budget *budget.Budget
 }
 
-func newSetter(labels map[string]string, b *budget) *setter {
+func newSetter(labels map[string]string, b *budget.Budget) *setter {
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
@@ -34,7 +36,7 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 		return nil
 	}
 	for _, k := range s.keys {
-		if err := s.budget.spend(visitBytes); err != nil {
+		if err := s.budget.Spend(visitBytes); err != nil {
 			return err
 		}
 		field := append(slices.Clip(path), k)
@@ -43,7 +45,7 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 			return err
 		}
 		if (found && old != s.labels[k]) || (!found && create) {
-			if err := s.budget.spend(2*nodeBytes + len(k) + len(s.labels[k])); err != nil {
+			if err := s.budget.Spend(2*nodeBytes + len(k) + len(s.labels[k])); err != nil {
 				return err
 			}
 			if err := o.SetNestedString(s.labels[k], field...); err != nil {

@@ -40,6 +40,8 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 )
 
 // Kind is the kind of set-labels' own functionConfig, in group
@@ -116,7 +118,7 @@ func labelsOf(config *fn.KubeObject) (map[string]string, error) {
 
 // transform sets labels on the items that are not local config and says
 // whether it succeeded. Once the budget is spent, it stops there.
-func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]string, b *budget, results *fn.Results) bool {
+func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]string, b *budget.Budget, results *fn.Results) bool {
 	objects := items.WhereNot(fn.IsLocalConfig)
 	if len(objects) == 0 || objects[0] == nil {
 		results.Infof("no input resources")

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/budget"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -152,7 +153,7 @@ type pkg struct {
 	// byID lists, for each identity, the indices of the items that upserts
 	// may replace (not function configs), with their file path.
 	byID   map[identity][]placed
-	budget *budget
+	budget *budget.Budget
 }
 
 // placed is an item's index and file path.
@@ -161,7 +162,7 @@ type placed struct {
 	path  string
 }
 
-func newPackage(items []*yaml.RNode, b *budget) *pkg {
+func newPackage(items []*yaml.RNode, b *budget.Budget) *pkg {
 	p := &pkg{items: items, byID: map[identity][]placed{}, budget: b}
 	for i, it := range items {
 		if !isFunctionConfig(it) {
@@ -191,7 +192,7 @@ func (p *pkg) upsert(in *yaml.RNode) error {
 		if target != "" && it.path != target {
 			continue
 		}
-		if err := p.budget.spend(size); err != nil {
+		if err := p.budget.Spend(size); err != nil {
 			return err
 		}
 		r, err := replacement(in, p.items[it.index])
@@ -204,7 +205,7 @@ func (p *pkg) upsert(in *yaml.RNode) error {
 	if replaced {
 		return nil
 	}
-	if err := p.budget.spend(size); err != nil {
+	if err := p.budget.Spend(size); err != nil {
 		return err
 	}
 	r, err := addition(in, target)

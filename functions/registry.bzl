@@ -7,6 +7,7 @@ FUNCTIONS = {
     "apply-replacements": "//functions:apply-replacements",
     "apply-setters": "//functions/apply-setters",
     "ensure-name-substring": "//functions/ensure-name-substring",
+    "ensure-name-substring-unstable": "//functions/ensure-name-substring-unstable",
     "search-replace": "//functions/search-replace",
     "set-annotations": "//functions/set-annotations",
     "set-image": "//functions/set-image",

@@ -1,7 +1,7 @@
-// Command ensure-name-substring is fnrunner's ensure-name-substring KRM
-// function (package ensurenamesubstring: the catalog's function at commit
-// 76fe3817f9496724ca04414d136917a9926e5e40) as a binary: a ResourceList on
-// standard input, the result on standard output, exit code 1 on failure.
+// Command ensure-name-substring is fnrunner's ensure-name-substring v0.1.1
+// KRM function (package ensurenamesubstring, Run) as a binary: a
+// ResourceList on standard input, the result on standard output, exit code
+// 1 on failure.
 package main
 
 import (

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -34,9 +35,15 @@ import (
 	"github.com/fnrunner/fnrunner/tests/stack"
 )
 
+// mapImage names the image the corpus names as fnrunner serves it: under
+// the same tag when fnrunner claims it (claimed), else under the version
+// fnrunner ships.
 func mapImage(image string) string {
 	name := image[strings.LastIndex(image, "/")+1:]
-	name, _, _ = strings.Cut(name, ":")
+	name, tag, _ := strings.Cut(name, ":")
+	if slices.Contains(claimed[name], tag) {
+		return name + ":" + tag
+	}
 	if v, ok := versions[name]; ok {
 		return name + ":" + v
 	}

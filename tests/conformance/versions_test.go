@@ -2,7 +2,7 @@
 
 package conformance_test
 
-// versions are the catalog versions fnrunner ships, by function name: the
+// versions are the catalog versions fnrunner ships, by image name: the
 // corpus names old images, and mapImage points them at these.
 var versions = map[string]string{
 	"apply-replacements":    "v0.1.5",
@@ -15,4 +15,10 @@ var versions = map[string]string{
 	"set-namespace":         "v0.4.5",
 	"starlark":              "v0.5.5",
 	"upsert-resource":       "v0.2.1",
+}
+
+// claimed are the tags other than those versions that fnrunner answers
+// for, by image name: mapImage keeps them.
+var claimed = map[string][]string{
+	"ensure-name-substring": {"unstable"},
 }

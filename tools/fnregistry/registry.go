@@ -21,6 +21,10 @@ const (
 	AsScript  = "script"
 )
 
+// Unstable is the version of an entry that answers as the catalog's
+// :unstable tag did at a commit its comment names.
+const Unstable = "unstable"
+
 // BuildModule is Function.Build for a binary that is its module's main
 // package.
 const BuildModule = "module"
@@ -34,6 +38,7 @@ type Registry struct {
 // field means).
 type Function struct {
 	Name       string   `json:"name"`
+	Image      string   `json:"image,omitempty"`
 	Version    string   `json:"version"`
 	Tags       []string `json:"tags"`
 	Module     string   `json:"module,omitempty"`
@@ -92,8 +97,11 @@ func (f Function) check() error {
 	if f.Name == "" || strings.Trim(f.Name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		errs = append(errs, errors.New("name must be lower-case letters, digits and dashes"))
 	}
-	if !semver.IsValid(f.Version) || semver.Canonical(f.Version) != f.Version {
-		errs = append(errs, fmt.Errorf("version %q is not a full semantic version", f.Version))
+	if f.Version != Unstable && (!semver.IsValid(f.Version) || semver.Canonical(f.Version) != f.Version) {
+		errs = append(errs, fmt.Errorf("version %q is neither a full semantic version nor %q", f.Version, Unstable))
+	}
+	if f.Image != "" && f.Image == f.Name {
+		errs = append(errs, errors.New("image is the name: leave it out"))
 	}
 	if !slices.Contains(f.Tags, f.Version) {
 		errs = append(errs, fmt.Errorf("tags %v do not include the version %s", f.Tags, f.Version))
@@ -127,6 +135,15 @@ func (f Function) processor() (pkg, name string, ok bool) {
 		return "", "", false
 	}
 	return f.Processor[:i], f.Processor[i+1:], true
+}
+
+// ImageName is the catalog image name the function answers for: Image, or
+// else Name.
+func (f Function) ImageName() string {
+	if f.Image != "" {
+		return f.Image
+	}
+	return f.Name
 }
 
 // Own says that fnrunner wrote the function: no catalog module is served

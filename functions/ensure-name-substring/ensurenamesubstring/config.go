@@ -151,13 +151,17 @@ func (c *Config) nameFields() []types.FieldSpec {
 }
 
 // ensure returns s with the substring added as the edit mode says, or s
-// itself when it already contains the substring.
+// itself when it already contains the substring (or the edit mode is
+// neither prepend nor append, which v0.1.1 leaves unchecked).
 func (c *Config) ensure(s string) (string, bool) {
 	if strings.Contains(s, c.Substring) {
 		return s, false
 	}
-	if c.EditMode == Append {
+	switch c.EditMode {
+	case Append:
 		return s + c.Substring, true
+	case Prepend:
+		return c.Substring + s, true
 	}
-	return c.Substring + s, true
+	return s, false
 }

@@ -1,28 +1,31 @@
 // Package ensurenamesubstring is fnrunner's implementation of the KRM
-// function catalog's ensure-name-substring, as documented and as it behaves
-// at catalog commit 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25;
-// fnrunner's test corpus comes from that commit). The Go module proxy does
-// not serve the catalog's module, so this is written anew on kustomize's
-// public filters.
+// function catalog's ensure-name-substring, in two of the catalog's
+// behaviours: v0.1.1 (Run), the binary tag porch ships, checked against
+// that release's answers (testdata/v0.1.1); and the catalog's :unstable
+// tag at commit 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25;
+// RunUnstable), which fnrunner's test corpus records. The Go module proxy
+// does not serve the catalog's module, so this is written anew on
+// kustomize's public filters.
 //
 // The function makes every resource's name contain a substring, prepending
 // or appending it to names that lack it (names that already contain it are
 // left alone, so running the function again changes nothing). It leaves
-// the names of CustomResourceDefinitions, APIServices, Namespaces and
-// Kptfiles alone. Besides metadata.name it updates:
+// the names of CustomResourceDefinitions, APIServices and Namespaces alone,
+// and at 76fe381 the Kptfile's too. Besides metadata.name it updates:
 //   - the additional name fields the functionConfig names;
 //   - the fields that refer to a renamed resource by name, as kustomize
 //     fixes name references (a ConfigMap's name in a Pod's volumes or env,
 //     a Secret's in a ServiceAccount, a ClusterRole's in a binding, ...);
-//   - references to renamed resources in kpt's depends-on annotation.
+//   - at 76fe381, references to renamed resources in kpt's depends-on
+//     annotation.
 //
-// Like the catalog function at that commit, it clears the kpt annotations
-// that place resources in files (path, index, sequence indent and id): kpt
-// then writes every resource to its default file, <namespace>/<kind>_<name>.yaml.
-// The catalog function did so because the kustomize version it was built
-// on drops those annotations along with its own build annotations; the
-// corpus records it, and this package keeps it so that its output is the
-// catalog's.
+// At 76fe381 it clears the kpt annotations that place resources in files
+// (path, index, sequence indent and id): kpt then writes every resource to
+// its default file, <namespace>/<kind>_<name>.yaml. The catalog function
+// did so because the kustomize version it was built on drops those
+// annotations along with its own build annotations; the corpus records it.
+// v0.1.1, on kustomize api v0.8.11, keeps them, and each resource stays in
+// its file: porch refuses a package whose Kptfile left its place.
 //
 // Limits (the function runs in the binary-runner's process): an
 // EnsureNameSubstring of more than 256 KiB, or a run that would write or
@@ -42,21 +45,39 @@ import (
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
-var _ fn.ResourceListProcessorFunc = Run
+var (
+	_ fn.ResourceListProcessorFunc = Run
+	_ fn.ResourceListProcessorFunc = RunUnstable
+)
 
-// Run is the function: it ensures the substring rl.FunctionConfig asks for
-// in the names of rl.Items. On failure it leaves the items as they were,
-// adds an error result and returns the error.
+// Run is ensure-name-substring v0.1.1, the binary tag porch ships: it
+// ensures the substring rl.FunctionConfig asks for in the names of
+// rl.Items. On failure it leaves the items as they were and returns the
+// error (v0.1.1 writes no result).
 func Run(rl *fn.ResourceList) (bool, error) {
-	if err := run(rl); err != nil {
-		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+	return runAs(rl, v011())
+}
+
+// RunUnstable is the function as the catalog's :unstable tag behaved at
+// commit 76fe381, which the conformance corpus records. On failure it
+// leaves the items as they were, adds an error result and returns the
+// error.
+func RunUnstable(rl *fn.ResourceList) (bool, error) {
+	return runAs(rl, unstable())
+}
+
+func runAs(rl *fn.ResourceList, rel release) (bool, error) {
+	if err := run(rl, rel); err != nil {
+		if rel.results {
+			rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+		}
 		return false, err
 	}
 	return true, nil
 }
 
-func run(rl *fn.ResourceList) error {
-	cfg, err := ParseConfig(rl.FunctionConfig)
+func run(rl *fn.ResourceList, rel release) error {
+	cfg, err := rel.parseConfig(rl.FunctionConfig)
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
@@ -65,17 +86,19 @@ func run(rl *fn.ResourceList) error {
 		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
 	}
 	b := newBudget(input)
-	done, err := ensureNames(resources, cfg, b)
+	done, err := ensureNames(resources, cfg, rel, b)
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	if err := updateDependsOn(resources, done); err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+	if rel.dependsOn {
+		if err := updateDependsOn(resources, done); err != nil {
+			return fmt.Errorf("ensure-name-substring: %w", err)
+		}
 	}
 	if err := fixNameReferences(resources, b); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	if err := clearBuildAnnotations(resources); err != nil {
+	if err := clearAnnotations(resources, rel.cleared); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
 	out := make([]*yaml.RNode, len(resources))
@@ -120,16 +143,16 @@ func readResources(items fn.KubeObjects) (resources []*resource.Resource, input 
 	return resources, input, nil
 }
 
-// clearBuildAnnotations removes kustomize's build annotations, which
-// include kpt's path, index, sequence indent and id annotations (see the
-// package comment), editing the annotations in place so that the rest of
-// each resource keeps its layout, and removes an annotations map left
-// empty.
-func clearBuildAnnotations(resources []*resource.Resource) error {
+// clearAnnotations removes the annotations keys names (kustomize's build
+// annotations; at commit 76fe381 those include kpt's path, index, sequence
+// indent and id annotations, see the package comment), editing the
+// annotations in place so that the rest of each resource keeps its layout,
+// and removes an annotations map left empty.
+func clearAnnotations(resources []*resource.Resource, keys []string) error {
 	for _, r := range resources {
 		annotations := r.GetAnnotations()
 		cleared := false
-		for _, key := range resource.BuildAnnotations {
+		for _, key := range keys {
 			if _, ok := annotations[key]; !ok {
 				continue
 			}

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
 	"github.com/fnrunner/fnrunner/tests/harness"
@@ -538,7 +540,7 @@ metadata:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := resourceList(t, tc.config, tc.items)
-			ok, err := ensurenamesubstring.Run(rl)
+			ok, err := ensurenamesubstring.RunUnstable(rl)
 			require.NoError(t, err)
 			assert.True(t, ok)
 			assert.Empty(t, rl.Results)
@@ -546,7 +548,7 @@ metadata:
 
 			// Ensuring is idempotent: a second run changes nothing.
 			again := resourceList(t, tc.config, itemsYAML(rl))
-			_, err = ensurenamesubstring.Run(again)
+			_, err = ensurenamesubstring.RunUnstable(again)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, itemsYAML(again), "second run")
 		})
@@ -633,7 +635,7 @@ metadata:
 				in = items
 			}
 			rl := resourceList(t, tc.config, in)
-			ok, err := ensurenamesubstring.Run(rl)
+			ok, err := ensurenamesubstring.RunUnstable(rl)
 			require.Error(t, err)
 			assert.False(t, ok)
 			assert.Contains(t, err.Error(), tc.wantErr)
@@ -666,7 +668,7 @@ functionConfig:
   data:
     prepend: dev-
 `
-	out, err := fn.Run(fn.ResourceListProcessorFunc(ensurenamesubstring.Run), []byte(in))
+	out, err := fn.Run(fn.ResourceListProcessorFunc(ensurenamesubstring.RunUnstable), []byte(in))
 	require.NoError(t, err)
 	assert.Equal(t, `apiVersion: config.kubernetes.io/v1
 kind: ResourceList
@@ -759,4 +761,46 @@ func itemsYAML(rl *fn.ResourceList) string {
 		docs[i] = o.String()
 	}
 	return strings.Join(docs, "---\n")
+}
+
+// TestMatchesV011 runs Run on each input of testdata/v0.1.1 and compares
+// its answer with the v0.1.1 release's (see the README there): the same
+// items, in any order, or the same error.
+func TestMatchesV011(t *testing.T) {
+	inputs, err := filepath.Glob(filepath.Join("testdata", "v0.1.1", "*.in.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, inputs)
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			input, err := os.ReadFile(in)
+			require.NoError(t, err)
+			out, err := fn.Run(fn.ResourceListProcessorFunc(ensurenamesubstring.Run), input)
+			if want, rerr := os.ReadFile(strings.TrimSuffix(in, ".in.yaml") + ".error"); rerr == nil {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), strings.TrimSpace(string(want)))
+				return
+			}
+			require.NoError(t, err)
+			want, err := os.ReadFile(strings.TrimSuffix(in, ".in.yaml") + ".out.yaml")
+			require.NoError(t, err)
+			assert.Equal(t, items(t, want), items(t, out))
+		})
+	}
+}
+
+// items are a ResourceList's items as maps, ordered by kind, namespace and
+// name (v0.1.1 keeps the input's order; the SDK orders by file).
+func items(t *testing.T, resourceList []byte) []map[string]any {
+	t.Helper()
+	var rl struct {
+		Items []map[string]any `json:"items"`
+	}
+	require.NoError(t, sigsyaml.Unmarshal(resourceList, &rl))
+	key := func(m map[string]any) string {
+		meta, _ := m["metadata"].(map[string]any)
+		return fmt.Sprint(m["kind"], "/", meta["namespace"], "/", meta["name"])
+	}
+	sort.Slice(rl.Items, func(i, j int) bool { return key(rl.Items[i]) < key(rl.Items[j]) })
+	return rl.Items
 }

@@ -85,10 +85,17 @@ data:
   a: b
 `
 
-// TestHostileInputs runs small inputs that asked for far more work than
-// their size: the run stays within maxAllocated, and either succeeds with
-// an output in proportion to its input or fails with ErrTooLarge.
-func TestHostileInputs(t *testing.T) {
+// hostileCase is a small input that asks for far more work than its size.
+type hostileCase struct {
+	name     string
+	config   string
+	items    []string
+	tooLarge string // the failure's message, if it fails
+}
+
+// hostileCases are the inputs of TestHostileInputs and
+// TestHostileInputsV011.
+func hostileCases() []hostileCase {
 	tiny := func(i int) string { return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}", i) }
 	// A Pod with 5000 volumes of one ConfigMap.
 	volumes := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes:\n" +
@@ -98,12 +105,7 @@ func TestHostileInputs(t *testing.T) {
 		"  x: &x [" + strings.Repeat("{}, ", 99) + "{}]\n" +
 		"  y: &y [" + strings.Repeat("*x, ", 99) + "*x]\n" +
 		"  a: [" + strings.Repeat("*y, ", 99) + "*y]\n"
-	tests := []struct {
-		name     string
-		config   string
-		items    []string
-		tooLarge string // the failure's message, if it fails
-	}{{
+	return []hostileCase{{
 		name:   "ordinary: 300 Deployments and their ConfigMaps",
 		config: prepend("dev-"),
 		items:  ordinary(300),
@@ -153,10 +155,17 @@ func TestHostileInputs(t *testing.T) {
 		items:    []string{tiny(0), "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  volumes: &v [{name: v, configMap: {name: c0}}, *v]\n"},
 		tooLarge: "names and references exceed",
 	}}
+}
+
+// TestHostileInputs runs the hostile cases through RunUnstable: the run
+// stays within maxAllocated, and either succeeds with an output in
+// proportion to its input or fails with ErrTooLarge in its error result.
+func TestHostileInputs(t *testing.T) {
+	tests := hostileCases()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			input := fntest.HostileList(tt.config, tt.items)
-			allocated, rl, ok, _ := fntest.Measure(t, input, ensurenamesubstring.Run)
+			allocated, rl, ok, _ := fntest.Measure(t, input, ensurenamesubstring.RunUnstable)
 			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
 				assert.False(t, ok)
@@ -167,6 +176,28 @@ func TestHostileInputs(t *testing.T) {
 				return
 			}
 			require.True(t, ok, "results: %v", rl.Results)
+			assert.LessOrEqual(t, fntest.OutputSize(rl), 2*len(input))
+		})
+	}
+}
+
+// TestHostileInputsV011 runs the hostile cases through Run (v0.1.1, which
+// writes no result): the same bounds, the failure in the error.
+func TestHostileInputsV011(t *testing.T) {
+	for _, tt := range hostileCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			input := fntest.HostileList(tt.config, tt.items)
+			allocated, rl, ok, err := fntest.Measure(t, input, ensurenamesubstring.Run)
+			assert.LessOrEqual(t, allocated, maxAllocated(input), "bytes allocated for %d bytes of input", len(input))
+			if tt.tooLarge != "" {
+				assert.False(t, ok)
+				require.ErrorIs(t, err, ensurenamesubstring.ErrTooLarge)
+				assert.ErrorContains(t, err, tt.tooLarge)
+				assert.Empty(t, rl.Results)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, ok)
 			assert.LessOrEqual(t, fntest.OutputSize(rl), 2*len(input))
 		})
 	}

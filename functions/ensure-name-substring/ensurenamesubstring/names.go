@@ -30,12 +30,12 @@ type renames map[objectRef]string
 // recorded on the resource (kustomize's previous-id annotations, which the
 // name reference fix reads) and in the returned renames. What it adds is
 // spent from b.
-func ensureNames(resources []*resource.Resource, cfg *Config, b *budget.Budget) (renames, error) {
+func ensureNames(resources []*resource.Resource, cfg *Config, rel release, b *budget.Budget) (renames, error) {
 	done := renames{}
 	fields := cfg.nameFields()
 	for _, r := range resources {
 		id := r.OrgId()
-		if keepsName(id) {
+		if keepsName(id, rel.keepsKptfiles) {
 			continue
 		}
 		what := describe(r)
@@ -61,13 +61,16 @@ func ensureNames(resources []*resource.Resource, cfg *Config, b *budget.Budget) 
 }
 
 // keepsName says whether id is of a kind whose names the function leaves
-// alone: CustomResourceDefinition, APIService, Namespace and Kptfile.
-func keepsName(id resid.ResId) bool {
-	kept := [...]resid.Gvk{
+// alone: CustomResourceDefinition, APIService, Namespace, and Kptfile when
+// kptfiles says so.
+func keepsName(id resid.ResId, kptfiles bool) bool {
+	kept := []resid.Gvk{
 		{Kind: "CustomResourceDefinition"}, // of any group
 		{Group: "apiregistration.k8s.io", Kind: "APIService"},
 		{Kind: "Namespace"},
-		{Group: "kpt.dev", Kind: "Kptfile"},
+	}
+	if kptfiles {
+		kept = append(kept, resid.Gvk{Group: "kpt.dev", Kind: "Kptfile"})
 	}
 	for i := range kept {
 		if id.IsSelected(&kept[i]) {

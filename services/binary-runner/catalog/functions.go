@@ -6,6 +6,7 @@ import (
 	setnamespace "github.com/kptdev/krm-functions-catalog/functions/go/set-namespace/transformer"
 
 	ensurenamesubstring "github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
+	ensurenamesubstringunstable "github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
 	searchreplace "github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
 	setannotations "github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 	setimage "github.com/fnrunner/fnrunner/functions/set-image/setimage"
@@ -17,15 +18,16 @@ import (
 // (the catalog image name), with the catalog version each answers as.
 func Functions() map[string]Function {
 	return map[string]Function{
-		"apply-replacements":    {Version: "v0.1.5", Binary: "apply-replacements"},
-		"apply-setters":         {Version: "v0.2.2", Binary: "apply-setters"},
-		"ensure-name-substring": {Version: "v0.1.1", Process: ensurenamesubstring.Run},
-		"search-replace":        {Version: "v0.2.1", Process: searchreplace.Run},
-		"set-annotations":       {Version: "v0.1.5", Process: setannotations.Run},
-		"set-image":             {Version: "v0.1.2", Process: setimage.Run},
-		"set-labels":            {Version: "v0.2.2", Process: setlabels.Run},
-		"set-namespace":         {Version: "v0.4.5", Process: setnamespace.Run},
-		"starlark":              {Version: "v0.5.5", Binary: "starlark", Script: true},
-		"upsert-resource":       {Version: "v0.2.1", Process: upsertresource.Run},
+		"apply-replacements":             {Version: "v0.1.5", Binary: "apply-replacements"},
+		"apply-setters":                  {Version: "v0.2.2", Binary: "apply-setters"},
+		"ensure-name-substring":          {Version: "v0.1.1", Process: ensurenamesubstring.Run},
+		"ensure-name-substring-unstable": {Version: "unstable", Process: ensurenamesubstringunstable.RunUnstable},
+		"search-replace":                 {Version: "v0.2.1", Process: searchreplace.Run},
+		"set-annotations":                {Version: "v0.1.5", Process: setannotations.Run},
+		"set-image":                      {Version: "v0.1.2", Process: setimage.Run},
+		"set-labels":                     {Version: "v0.2.2", Process: setlabels.Run},
+		"set-namespace":                  {Version: "v0.4.5", Process: setnamespace.Run},
+		"starlark":                       {Version: "v0.5.5", Binary: "starlark", Script: true},
+		"upsert-resource":                {Version: "v0.2.1", Process: upsertresource.Run},
 	}
 }

@@ -117,15 +117,33 @@ func waitCRDs(t *testing.T, c client.Client) {
 	}
 }
 
+// shippedFunctionConfigs is the number of FunctionConfigs in
+// deploy/local/functionconfigs, one per entry of functions/registry.yaml
+// (tools/fnregistry writes them; its test holds them to the registry).
+func shippedFunctionConfigs(t *testing.T) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(harness.Source(t, filepath.Join("deploy", "local", "functionconfigs")), "*.yaml"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		if filepath.Base(f) != "kustomization.yaml" {
+			n++
+		}
+	}
+	require.NotZero(t, n)
+	return n
+}
+
 func TestOverlaysApply(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
+	functionConfigs := shippedFunctionConfigs(t)
 	for _, overlay := range []string{"local", "ha", "hardened"} {
 		objs := render(t, overlay)
 		kinds := map[string]int{}
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": 10,
+		for kind, want := range map[string]int{"Deployment": 3, "StatefulSet": 1, "CustomResourceDefinition": 2, "FunctionConfig": functionConfigs,
 			"HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 4, "Role": 2, "ServiceAccount": 4, "PodTemplate": 1, "ServiceTemplate": 1} {
 			assert.Equal(t, want, kinds[kind], "%s: number of %s", overlay, kind)
 		}

@@ -81,7 +81,11 @@ func run(rl *fn.ResourceList, rel release) error {
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
-	resources, input, err := readResources(rl.Items)
+	items, passed := rl.Items, map[int]*fn.KubeObject(nil)
+	if rel.passesNameless {
+		items, passed = nameless(rl.Items)
+	}
+	resources, input, err := readResources(items)
 	if err != nil {
 		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
 	}
@@ -95,7 +99,7 @@ func run(rl *fn.ResourceList, rel release) error {
 			return fmt.Errorf("ensure-name-substring: %w", err)
 		}
 	}
-	if err := fixNameReferences(resources, b); err != nil {
+	if err := fixNameReferences(resources, rel.unreferred, b); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
 	if err := clearAnnotations(resources, rel.cleared); err != nil {
@@ -105,8 +109,40 @@ func run(rl *fn.ResourceList, rel release) error {
 	for i, r := range resources {
 		out[i] = &r.RNode
 	}
-	rl.Items = fn.MoveToKubeObjects(out)
+	rl.Items = merge(fn.MoveToKubeObjects(out), passed)
 	return nil
+}
+
+// nameless takes the items without a kind or a metadata.name out of items:
+// it returns the others, and those by their place in items.
+func nameless(items fn.KubeObjects) (fn.KubeObjects, map[int]*fn.KubeObject) {
+	var named fn.KubeObjects
+	passed := map[int]*fn.KubeObject{}
+	for i, o := range items {
+		if o.GetKind() == "" || o.GetName() == "" {
+			passed[i] = o
+			continue
+		}
+		named = append(named, o)
+	}
+	return named, passed
+}
+
+// merge puts the passed items back in their places among the others.
+func merge(others fn.KubeObjects, passed map[int]*fn.KubeObject) fn.KubeObjects {
+	if len(passed) == 0 {
+		return others
+	}
+	out := make(fn.KubeObjects, 0, len(others)+len(passed))
+	for i := 0; i < cap(out); i++ {
+		if o, ok := passed[i]; ok {
+			out = append(out, o)
+			continue
+		}
+		out = append(out, others[0])
+		others = others[1:]
+	}
+	return out
 }
 
 // readResources reads copies of the items, local config included, as

@@ -623,6 +623,14 @@ metadata:
 			wantErr: "ensure-name-substring: ConfigMap settings: considering field 'data' of object",
 		},
 		{
+			// The filter that fails takes the referrer's node: the message
+			// names it from before.
+			name:    "a reference that could be to either of two",
+			config:  prependConfig,
+			items:   "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: a\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa\n  namespace: b\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: crb\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: r}\nsubjects:\n- {kind: ServiceAccount, name: sa}\n",
+			wantErr: "ensure-name-substring: ClusterRoleBinding dev-crb: updating references to ServiceAccount names",
+		},
+		{
 			name:    "two resources with one identity",
 			config:  prependConfig,
 			items:   items + "---\n" + items,

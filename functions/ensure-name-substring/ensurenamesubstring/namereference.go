@@ -52,7 +52,7 @@ func defaultNameReferences() ([]nameReference, error) {
 // referrers (the refBy build annotation, copied to add one, and read with
 // every annotation): this clears the list after each referrer's field, as
 // nothing reads it before clearBuildAnnotations does.
-func fixNameReferences(resources []*resource.Resource, b *budget.Budget) error {
+func fixNameReferences(resources []*resource.Resource, unreferred func(types.FieldSpec) bool, b *budget.Budget) error {
 	refs, err := defaultNameReferences()
 	if err != nil {
 		return err
@@ -60,16 +60,18 @@ func fixNameReferences(resources []*resource.Resource, b *budget.Budget) error {
 	byName := previousNames(resources)
 	for _, r := range resources {
 		id := r.OrgId()
+		// Named now: a filter that fails leaves r without its node.
+		what := describe(r)
 		var canSee func(*resource.Resource) bool
 		var aliases int
 		for _, ref := range refs {
 			for _, field := range ref.Referrers {
-				if !id.IsSelected(&field.Gvk) {
+				if !id.IsSelected(&field.Gvk) || unreferred(field) {
 					continue
 				}
 				if canSee == nil {
 					if canSee, err = referable(r); err != nil {
-						return fmt.Errorf("%s: finding the resources it may refer to: %w", describe(r), err)
+						return fmt.Errorf("%s: finding the resources it may refer to: %w", what, err)
 					}
 					aliases = treesize.AliasBytes(r.YNode())
 				}
@@ -80,7 +82,7 @@ func fixNameReferences(resources []*resource.Resource, b *budget.Budget) error {
 					continue
 				}
 				if err := b.Spend(aliases + referenceBytes(names, len(referrals))); err != nil {
-					return fmt.Errorf("%s: %w", describe(r), err)
+					return fmt.Errorf("%s: %w", what, err)
 				}
 				f := nameref.Filter{
 					Referrer:           r,
@@ -89,7 +91,7 @@ func fixNameReferences(resources []*resource.Resource, b *budget.Budget) error {
 					ReferralCandidates: &candidates{list: referrals},
 				}
 				if err := r.ApplyFilter(f); err != nil {
-					return fmt.Errorf("%s: updating references to %s names: %w", describe(r), ref.Kind, err)
+					return fmt.Errorf("%s: updating references to %s names: %w", what, ref.Kind, err)
 				}
 				if err := clearReferrers(referrals); err != nil {
 					return err

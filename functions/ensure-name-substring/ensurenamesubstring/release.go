@@ -7,6 +7,7 @@ import (
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/api/resource"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/yaml"
 )
@@ -26,6 +27,13 @@ type release struct {
 	// results says whether a failure adds an error result; without it,
 	// the failure is the error alone (the process's exit code and log).
 	results bool
+	// passesNameless passes items without a kind or a metadata.name
+	// through untouched (a kustomization.yaml, say), where later releases
+	// refuse them.
+	passesNameless bool
+	// unreferred says which referrer fields of kustomize's name reference
+	// table (NameReferenceSpecs) the release's table lacks.
+	unreferred func(types.FieldSpec) bool
 }
 
 // v011 is ensure-name-substring v0.1.1 (catalog tag
@@ -36,13 +44,23 @@ type release struct {
 // stays in its file; depends-on annotations are left as they are; a bad
 // functionConfig fails the run with the framework's message and no result.
 func v011() release {
-	return release{cleared: kustomizeAnnotations(), parseConfig: parseConfigV011}
+	return release{cleared: kustomizeAnnotations(), parseConfig: parseConfigV011, passesNameless: true, unreferred: notInV0811}
+}
+
+// notInV0811 says which referrers of kustomize api v0.20.1's name
+// reference table v0.8.11's, which v0.1.1 was built on, lacks: a
+// PodTemplate's references to ConfigMaps and Secrets, and a
+// ValidatingAdmissionPolicyBinding's policy. (Read from the two modules'
+// tables; testdata/v0.1.1/pod-templates holds the release's answer.)
+func notInV0811(fs types.FieldSpec) bool {
+	return fs.Kind == "PodTemplate" || fs.Kind == "ValidatingAdmissionPolicyBinding"
 }
 
 // unstable is the catalog's function at commit 76fe381 (see the package
 // comment), which the conformance corpus records under the :unstable tag.
 func unstable() release {
-	return release{keepsKptfiles: true, dependsOn: true, cleared: resource.BuildAnnotations, parseConfig: ParseConfig, results: true}
+	return release{keepsKptfiles: true, dependsOn: true, cleared: resource.BuildAnnotations, parseConfig: ParseConfig, results: true,
+		unreferred: func(types.FieldSpec) bool { return false }}
 }
 
 // kustomizeAnnotations are kustomize's build annotations without kpt's (the

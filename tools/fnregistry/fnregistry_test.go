@@ -78,7 +78,7 @@ func TestGoModAgrees(t *testing.T) {
 func TestCheck(t *testing.T) {
 	own := func(edit func(f *Function)) string {
 		f := Function{Name: "set-x", Version: "v0.1.2", Tags: []string{"v0.1.2"}, Build: "functions/set-x", GoExecutor: InProcess,
-			Processor: "github.com/fnrunner/fnrunner/functions/set-x/setx.Run"}
+			Processor: "github.com/fnrunner/fnrunner/functions/set-x/setx.Run", ReadFrom: "its release"}
 		edit(&f)
 		return "functions:\n- " + strings.ReplaceAll(mustYAML(t, f), "\n", "\n  ")
 	}
@@ -98,6 +98,7 @@ func TestCheck(t *testing.T) {
 		{"a processor for a binary", own(func(f *Function) { f.GoExecutor = AsBinary }), "only for goExecutor"},
 		{"an unknown executor", own(func(f *Function) { f.GoExecutor = "pod" }), `goExecutor "pod"`},
 		{"a name with capitals", own(func(f *Function) { f.Name = "Set-X" }), "lower-case"},
+		{"no readFrom", own(func(f *Function) { f.ReadFrom = "" }), "readFrom must say"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.registry))
@@ -109,7 +110,7 @@ func TestCheck(t *testing.T) {
 			assert.ErrorContains(t, err, tc.err)
 		})
 	}
-	_, err := Parse([]byte("functions:\n- name: b\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/b\n  goExecutor: binary\n- name: a\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/a\n  goExecutor: binary\n"))
+	_, err := Parse([]byte("functions:\n- name: b\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/b\n  goExecutor: binary\n  readFrom: x\n- name: a\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/a\n  goExecutor: binary\n  readFrom: x\n"))
 	assert.ErrorContains(t, err, "sorted by name")
 }
 

@@ -45,6 +45,7 @@ type Function struct {
 	Build      string   `json:"build"`
 	GoExecutor string   `json:"goExecutor"`
 	Processor  string   `json:"processor,omitempty"`
+	ReadFrom   string   `json:"readFrom"`
 }
 
 // ErrInvalid is wrapped by every error Check returns.
@@ -105,6 +106,9 @@ func (f Function) check() error {
 	}
 	if !slices.Contains(f.Tags, f.Version) {
 		errs = append(errs, fmt.Errorf("tags %v do not include the version %s", f.Tags, f.Version))
+	}
+	if strings.TrimSpace(f.ReadFrom) == "" {
+		errs = append(errs, errors.New("readFrom must say where the behaviour it answers with was read"))
 	}
 	switch {
 	case f.Build == BuildModule && f.Module == "":

@@ -98,13 +98,11 @@ func configFromConfigMap(o *fn.KubeObject) (*Config, error) {
 }
 
 func configFromCustom(o *fn.KubeObject) (*Config, error) {
-	// Read through YAML text and JSON, at a cost of hundreds of bytes for
-	// each of its bytes.
-	if size := configBytes(o); size > maxConfigBytes {
-		return nil, fmt.Errorf("%w: an %s of about %d bytes, more than %d", ErrTooLarge, ConfigKind, size, maxConfigBytes)
-	}
-	var c customConfig
-	if err := yaml.Unmarshal([]byte(o.String()), &c); err != nil {
+	c, err := decodeCustom(o)
+	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("decoding %s: %w", ConfigKind, err)
 	}
 	if c.FieldSpecs != nil && c.AdditionalNameFields != nil {
@@ -118,6 +116,18 @@ func configFromCustom(o *fn.KubeObject) (*Config, error) {
 		cfg.AdditionalNameFields = c.FieldSpecs
 	}
 	return cfg, nil
+}
+
+// decodeCustom decodes an EnsureNameSubstring, refusing one over
+// maxConfigBytes first: it is read through YAML text and JSON, at a cost
+// of hundreds of bytes for each of its bytes.
+func decodeCustom(o *fn.KubeObject) (customConfig, error) {
+	var c customConfig
+	if size := configBytes(o); size > maxConfigBytes {
+		return c, fmt.Errorf("%w: an %s of about %d bytes, more than %d", ErrTooLarge, ConfigKind, size, maxConfigBytes)
+	}
+	err := yaml.Unmarshal([]byte(o.String()), &c)
+	return c, err
 }
 
 // configBytes is treesize.TextBytes of o's tree, read in place: o is left an object
@@ -136,7 +146,12 @@ func (c *Config) validate() error {
 	if c.EditMode != Prepend && c.EditMode != Append {
 		return fmt.Errorf("editMode %q: want %q or %q", c.EditMode, Prepend, Append)
 	}
-	for i, fs := range c.AdditionalNameFields {
+	return checkPaths(c.AdditionalNameFields)
+}
+
+// checkPaths refuses an additional name field without a path.
+func checkPaths(fields []types.FieldSpec) error {
+	for i, fs := range fields {
 		if fs.Path == "" {
 			return fmt.Errorf("additionalNameFields[%d]: path is required", i)
 		}

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
-	"sigs.k8s.io/yaml"
 )
 
 // release is what differs between the catalog behaviours the package
@@ -120,11 +119,8 @@ func configV011(o *fn.KubeObject) (*Config, error) {
 			cfg = &Config{Substring: v, EditMode: EditMode(k)}
 		}
 	case o.GetAPIVersion() == ConfigAPIVersion && o.GetKind() == ConfigKind:
-		if size := configBytes(o); size > maxConfigBytes {
-			return nil, fmt.Errorf("%w: an %s of about %d bytes, more than %d", ErrTooLarge, ConfigKind, size, maxConfigBytes)
-		}
-		var c customConfig
-		if err := yaml.Unmarshal([]byte(o.String()), &c); err != nil {
+		c, err := decodeCustom(o)
+		if err != nil {
 			return nil, err
 		}
 		if c.AdditionalNameFields != nil && c.FieldSpecs != nil {
@@ -144,10 +140,8 @@ func configV011(o *fn.KubeObject) (*Config, error) {
 	if cfg.Substring == "" {
 		return nil, errors.New("substring must not be empty")
 	}
-	for i, fs := range cfg.AdditionalNameFields {
-		if fs.Path == "" {
-			return nil, fmt.Errorf("additionalNameFields[%d]: path is required", i)
-		}
+	if err := checkPaths(cfg.AdditionalNameFields); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

@@ -4,18 +4,20 @@ label is the same in both."""
 
 load("//functions:registry.bzl", "MODULE_MAINS")
 load(":envtest.bzl", "envtest_assets")
+load(":gitea.bzl", "gitea_binary")
 load(":go_repos.bzl", "go_mod_deps")
 load(":host_file.bzl", "host_file")
 load(":host_protoc.bzl", "host_protoc")
 load(":module_binaries.bzl", "module_binaries")
 load(":node.bzl", "node_binaries", "node_packages")
+load(":porch.bzl", "porch_release")
 load(":porchrender.bzl", "porchrender_binary")
 
 # The Kubernetes version of the kube-apiserver tests run against.
 KUBERNETES_VERSION = "v1.36.3"
 
 def fnrunner_dependencies():
-    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @upstreamfns, @linttools and @ca_certificates."""
+    """Declares @gomod, @com_google_protobuf, @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @porch, @gitea, @upstreamfns, @linttools and @ca_certificates."""
 
     # Every module of go.mod, verified against go.sum: @gomod//<import path>:go_default_library.
     go_mod_deps(
@@ -111,13 +113,37 @@ def fnrunner_dependencies():
         ],
     )
 
+    # porch itself at the same pin, built in its own module: porch-server,
+    # its function-runner and its e2e suites (//tests/porch).
+    porch_release(
+        name = "porch",
+        pin_go_mod = Label("//tools/porchrender:go.mod"),
+        pin_go_sum = Label("//tools/porchrender:go.sum"),
+        patches = [
+            Label("//tools/porch:patches/apiserver-request-timeout.patch"),
+            Label("//tools/porch:patches/e2e-api-save-on-render-failure.patch"),
+        ],
+    )
+
+    # Gitea, the git server porch's e2e suites use, from its own module.
+    gitea_binary(
+        name = "gitea",
+        go_mod = Label("//tools/gitea:go.mod"),
+        go_sum = Label("//tools/gitea:go.sum"),
+    )
+
     # Catalog releases as porch runs them, built from their own modules:
-    # starlark v0.3.0 reserves 4 GiB of address space at start.
+    # starlark v0.3.0 reserves 4 GiB of address space at start; apply-setters
+    # v0.2.0 is what porch's suites name.
     module_binaries(
         name = "upstreamfns",
         go_mod = Label("//tools/upstreamfns:go.mod"),
         go_sum = Label("//tools/upstreamfns:go.sum"),
-        tools = {"starlark-v0.3.0": "github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark"},
+        tools = {
+            # porch's e2e suites name it (//tests/porch).
+            "apply-setters-v0.2.0": "github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/apply-setters",
+            "starlark-v0.3.0": "github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark",
+        },
         what = "Catalog function binaries of releases fnrunner does not link",
         cache = "upstreamfns",
     )

@@ -8,5 +8,5 @@ def _deps_impl(_module_ctx):
 
 deps = module_extension(
     implementation = _deps_impl,
-    doc = "@gomod (go.mod's modules), @com_google_protobuf (host protoc), @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @upstreamfns and @linttools.",
+    doc = "@gomod (go.mod's modules), @com_google_protobuf (host protoc), @envtest, @node_binaries, @node_packages, @prometheus_package, @busybox_package, @porchrender, @porch, @gitea, @upstreamfns and @linttools.",
 )

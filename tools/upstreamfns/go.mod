@@ -2,10 +2,14 @@ module github.com/fnrunner/fnrunner/tools/upstreamfns
 
 go 1.26
 
-tool github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark
+tool (
+	github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/apply-setters
+	github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark
+)
 
 require (
 	github.com/360EntSecGroup-Skylar/excelize v1.4.1 // indirect
+	github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/apply-setters v0.2.0 // indirect
 	github.com/GoogleContainerTools/kpt-functions-catalog/functions/go/starlark v0.3.0 // indirect
 	github.com/PuerkitoBio/goquery v1.5.1 // indirect
 	github.com/PuerkitoBio/purell v1.1.1 // indirect

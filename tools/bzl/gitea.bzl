@@ -58,8 +58,9 @@ def _gitea_binary_impl(rctx):
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("BUILD.bazel", """package(default_visibility = ["//visibility:public"])
 
-# Gitea %s with sqlite; static/ is its STATIC_ROOT_PATH (options, templates).
-exports_files(["bin/gitea"])
+# Gitea %s with sqlite; static/ is its STATIC_ROOT_PATH (options, templates):
+# a test finds it from the one file named here.
+exports_files(["bin/gitea", "static/options/readme/Default"])
 
 filegroup(
     name = "static",

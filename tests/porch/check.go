@@ -22,8 +22,10 @@ func RunAndCheck(t *testing.T, e *Env, runner, expectedPath string) []Run {
 	}
 	var runs []Run
 	for _, s := range e.Suites(t) {
-		fmt.Printf("=== porch's %s suite against %s\n", s.Name, runner)
-		out, took, err := e.Run(context.Background(), s, os.Stdout)
+		// The suites' output goes to stderr: rules_go reads the test's
+		// stdout into test.xml, and porch's test names are not ours.
+		fmt.Fprintf(os.Stderr, "=== porch's %s suite against %s\n", s.Name, runner)
+		out, took, err := e.Run(context.Background(), s, os.Stderr)
 		if err != nil {
 			t.Fatalf("running porch's %s suite: %v\n%s", s.Name, err, e.logs())
 		}
@@ -32,6 +34,9 @@ func RunAndCheck(t *testing.T, e *Env, runner, expectedPath string) []Run {
 		fmt.Printf("\n### porch's %s suite against %s\n\n%s\n", s.Name, runner, Table(r))
 		if !r.Complete {
 			t.Errorf("porch's %s suite did not finish (timed out or crashed)\n%s", s.Name, e.logs())
+		}
+		if err := e.exited(); err != nil {
+			t.Errorf("during porch's %s suite: %v", s.Name, err)
 		}
 		check(t, expected, r)
 		if dir := os.Getenv("TEST_UNDECLARED_OUTPUTS_DIR"); dir != "" {

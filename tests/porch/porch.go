@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,12 +153,32 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 	}
 	t.Cleanup(e.Gitea.Stop)
 
+	e.startPorchServer(t)
+	// kube-aggregator retries the APIService's availability with a
+	// backoff of up to 30 s: porch-server's own startup (its webhook keys,
+	// its cache) comes on top.
+	if err := harness.Poll(3*time.Minute, time.Second, func() error {
+		if err := e.exited(); err != nil {
+			return err
+		}
+		_, err := e.discovery().ServerResourcesForGroupVersion("porch.kpt.dev/v1alpha1")
+		return err
+	}); err != nil {
+		t.Fatalf("porch.kpt.dev/v1alpha1 not served through the APIService: %v\n%s", err, e.logs())
+	}
+	return e
+}
+
+// startPorchServer starts porch-server with porch's flags for a run
+// outside the cluster.
+func (e *Env) startPorchServer(t testing.TB) {
+	t.Helper()
 	certs := filepath.Join(e.Dir, "porch-certs")
 	webhookCerts := filepath.Join(e.Dir, "webhook-certs")
 	for _, d := range []string{certs, webhookCerts, filepath.Join(e.Dir, "porch-cache")} {
 		require(t, os.MkdirAll(d, 0o755))
 	}
-	e.start(t, "porch-server", bins.PorchServer, []string{
+	e.start(t, "porch-server", e.Bins.PorchServer, []string{
 		"--kubeconfig=" + e.KubeConfig,
 		fmt.Sprintf("--secure-port=%d", porchPort), "--bind-address=127.0.0.1",
 		"--cert-dir=" + certs,
@@ -173,11 +194,6 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 		"CERT_STORAGE_DIR=" + webhookCerts, "KUBECONFIG=" + e.KubeConfig, "WEBHOOK_HOST=localhost",
 		"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none",
 	}, "")
-	harness.WaitFor(t, "porch.kpt.dev/v1alpha1 served through the APIService", func() bool {
-		_, err := e.discovery().ServerResourcesForGroupVersion("porch.kpt.dev/v1alpha1")
-		return err == nil
-	}, e.logs)
-	return e
 }
 
 func (e *Env) discovery() discovery.DiscoveryInterface {
@@ -192,11 +208,13 @@ type Suite struct {
 	Dir  string
 	Env  []string
 	Args []string
+	// Timeout is the suite binary's -test.timeout.
+	Timeout time.Duration
 }
 
 // Run runs a suite with `-test.v` and returns its output and what it took.
 func (e *Env) Run(ctx context.Context, s Suite, out io.Writer) (string, time.Duration, error) {
-	cmd := exec.CommandContext(ctx, s.Binary, append([]string{"-test.v", "-test.timeout=40m"}, s.Args...)...)
+	cmd := exec.CommandContext(ctx, s.Binary, append([]string{"-test.v", "-test.timeout=" + s.Timeout.String()}, s.Args...)...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.KubeConfig)
 	cmd.Env = append(cmd.Env, s.Env...)
@@ -231,13 +249,43 @@ func (e *Env) WritableSource(t testing.TB) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *lockedBuffer
 	done chan struct{}
+}
+
+// lockedBuffer is a process's output, read while the process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// exited names a process of the run that is gone.
+func (e *Env) exited() error {
+	for _, p := range e.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.cmd.ProcessState, tail(p.log.String(), 40))
+		default:
+		}
+	}
+	return nil
 }
 
 func (e *Env) start(t testing.TB, name, bin string, args, env []string, dir string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
@@ -344,7 +392,7 @@ func (e *Env) Suites(t testing.TB) []Suite {
 	require(t, os.MkdirAll(filepath.Join(fnDir, "testdata"), 0o755))
 	require(t, os.Symlink(filepath.Join(src, "test/e2e/fn_runner/testdata"), filepath.Join(fnDir, "testdata/resources-for-krm-functions")))
 	return []Suite{
-		{Name: "api", Binary: e.Bins.APISuite, Dir: filepath.Join(src, "test/e2e/api"), Env: []string{"E2E=1"}},
-		{Name: "fn_runner", Binary: e.Bins.FnRunnerSuite, Dir: fnDir, Env: []string{"TPP=1"}},
+		{Name: "api", Binary: e.Bins.APISuite, Dir: filepath.Join(src, "test/e2e/api"), Env: []string{"E2E=1"}, Timeout: 30 * time.Minute},
+		{Name: "fn_runner", Binary: e.Bins.FnRunnerSuite, Dir: fnDir, Env: []string{"TPP=1"}, Timeout: 15 * time.Minute},
 	}
 }

@@ -34,22 +34,26 @@ type Run struct {
 	Complete bool `json:"complete"`
 }
 
-var resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
+// A status line of the suites (they have one top-level test, TestE2E).
+var resultLine = regexp.MustCompile(`^(?:    )*--- (PASS|FAIL|SKIP): (TestE2E(?:/\S+)?) \(\d+\.\d+s\)$`)
 
 // Parse reads `go test -v` output: every test and subtest's status.
 func Parse(suite, runner, output string, took time.Duration) Run {
 	r := Run{Suite: suite, Runner: runner, Tests: map[string]Status{}, Took: took}
 	sc := bufio.NewScanner(strings.NewReader(output))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	last := ""
 	for sc.Scan() {
 		line := sc.Text()
 		if m := resultLine.FindStringSubmatch(line); m != nil {
 			r.Tests[m[2]] = Status(m[1])
 		}
-		if line == "PASS" || line == "FAIL" {
-			r.Complete = true
+		if strings.TrimSpace(line) != "" {
+			last = line
 		}
 	}
+	// The test binary's last line is PASS or FAIL when it ran to the end.
+	r.Complete = last == "PASS" || last == "FAIL"
 	return r
 }
 

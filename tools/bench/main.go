@@ -7,6 +7,7 @@
 //	                   sandbox layer set, with and without warm helpers, beside a bare exec
 //	bench path         (tools/bazel run //tools/bench:path) the binary executor's call hop by hop,
 //	                   beside the same bare exec behind plain gRPC servers
+//	bench porch        porch's e2e suites against both runners, from //tests/porch's outputs
 package main
 
 import (
@@ -49,6 +50,8 @@ Commands:
            it) against the same code as a process, as the go executor's starlark entry runs it,
            in each sandbox layer set and as a bare exec; interleaved and paired
            (tools/bazel run //tools/bench:starlark)
+  porch    the table of porch's e2e suites against porch's runner and fnrunner, from the runs
+           //tests/porch's tests leave in their outputs; --out writes docs/bench/porch-e2e-<date>.md
 `
 
 func main() {
@@ -69,6 +72,8 @@ func main() {
 		err = pathCmd(ctx, os.Args[2:], os.Stdout)
 	case "starlark":
 		err = starlarkCmd(ctx, os.Args[2:], os.Stdout)
+	case "porch":
+		err = porchCmd(os.Args[2:], os.Stdout)
 	case "floor-exec", "floor-proxy":
 		err = floorCmd(os.Args[1], os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":

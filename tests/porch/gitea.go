@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // Gitea as porch's suites expect it (test/e2e/suiteutils): user nephio,
@@ -30,7 +28,7 @@ type Gitea struct {
 	bin string
 	ini string
 	cmd *exec.Cmd
-	log *localstack.LogBuffer
+	log *lockedBuffer
 }
 
 // StartGitea writes a headless configuration (sqlite, no SSH, no mailer,
@@ -38,7 +36,7 @@ type Gitea struct {
 // two repositories. static is Gitea's STATIC_ROOT_PATH (its options and
 // templates); bundle is porch's test-blueprints.bundle.
 func StartGitea(ctx context.Context, bin, static, bundle, dir string) (*Gitea, error) {
-	g := &Gitea{dir: dir, bin: bin, ini: filepath.Join(dir, "custom/conf/app.ini"), log: &localstack.LogBuffer{}}
+	g := &Gitea{dir: dir, bin: bin, ini: filepath.Join(dir, "custom/conf/app.ini"), log: &lockedBuffer{}}
 	for _, d := range []string{"custom/conf", "data", "repos", "log", "tmp", "home"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,6 @@ import (
 	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tests/kubetest"
 	"github.com/fnrunner/fnrunner/tests/testcerts"
-	"github.com/fnrunner/fnrunner/tools/localstack"
 )
 
 // Ports inside the namespace: nothing else listens there.
@@ -249,8 +249,28 @@ func (e *Env) WritableSource(t testing.TB) {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	log  *localstack.LogBuffer
+	log  *lockedBuffer
 	done chan struct{}
+}
+
+// lockedBuffer is a process's output, read while the process writes it.
+// Not localstack.LogBuffer: porch's run is cached on porch's inputs, and
+// the library it links must not change with fnrunner's launcher.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // exited names a process of the run that is gone.
@@ -267,7 +287,7 @@ func (e *Env) exited() error {
 
 func (e *Env) start(t testing.TB, name, bin string, args, env []string, dir string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &localstack.LogBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), log: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

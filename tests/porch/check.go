@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 )
@@ -64,7 +65,7 @@ func check(t *testing.T, expected []Expected, r Run) {
 		}
 	}
 	for _, x := range expected {
-		if x.Suite != r.Suite || !contains(x.Runners, r.Runner) {
+		if x.Suite != r.Suite || !slices.Contains(x.Runners, r.Runner) {
 			continue
 		}
 		if st, ok := r.Tests[x.Test]; ok && st != Fail {
@@ -73,7 +74,7 @@ func check(t *testing.T, expected []Expected, r Run) {
 		if _, ok := r.Tests[x.Test]; !ok {
 			t.Errorf("porch's %s suite: expected.yaml names %s, which did not run", r.Suite, x.Test)
 		}
-		if r.Runner == "fnrunner" && x.Reason != PodCache && !contains(x.Runners, "porch") {
+		if r.Runner == "fnrunner" && x.Reason != PodCache && !slices.Contains(x.Runners, "porch") {
 			t.Errorf("expected.yaml: %s %s fails with fnrunner only, for %s: only a pod-cache difference may be fnrunner's alone", x.Suite, x.Test, x.Reason)
 		}
 	}
@@ -83,15 +84,6 @@ func check(t *testing.T, expected []Expected, r Run) {
 func hasFailingSubtest(r Run, name string) bool {
 	for n, st := range r.Tests {
 		if st == Fail && len(n) > len(name) && n[:len(name)+1] == name+"/" {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
 			return true
 		}
 	}

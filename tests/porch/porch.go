@@ -205,16 +205,15 @@ type Suite struct {
 	Name   string
 	Binary string
 	// Dir is the directory it runs in.
-	Dir  string
-	Env  []string
-	Args []string
+	Dir string
+	Env []string
 	// Timeout is the suite binary's -test.timeout.
 	Timeout time.Duration
 }
 
 // Run runs a suite with `-test.v` and returns its output and what it took.
 func (e *Env) Run(ctx context.Context, s Suite, out io.Writer) (string, time.Duration, error) {
-	cmd := exec.CommandContext(ctx, s.Binary, append([]string{"-test.v", "-test.timeout=" + s.Timeout.String()}, s.Args...)...)
+	cmd := exec.CommandContext(ctx, s.Binary, "-test.v", "-test.timeout="+s.Timeout.String())
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.KubeConfig)
 	cmd.Env = append(cmd.Env, s.Env...)
@@ -299,7 +298,7 @@ func (e *Env) start(t testing.TB, name, bin string, args, env []string, dir stri
 	return p
 }
 
-// Start runs another process for the run (a runner), stopped with the rest.
+// StartProcess runs another process for the run (a runner), stopped with the rest.
 func (e *Env) StartProcess(t testing.TB, name, bin string, args, env []string) {
 	e.start(t, name, bin, args, env, e.Dir)
 }
@@ -327,16 +326,6 @@ func (e *Env) logs() string {
 		fmt.Fprintf(&b, "--- gitea\n%s\n", tail(e.Gitea.Log(), 40))
 	}
 	return b.String()
-}
-
-// Log is everything a process printed.
-func (e *Env) Log(name string) string {
-	for _, p := range e.procs {
-		if p.name == name {
-			return p.log.String()
-		}
-	}
-	return ""
 }
 
 func tail(s string, n int) string {

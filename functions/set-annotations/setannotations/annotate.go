@@ -24,8 +24,9 @@ import (
 )
 
 // annotate sets annos at fields on items, read as kustomize resources,
-// and returns the annotated items and what was set, as results.
-func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlice) (fn.KubeObjects, fn.Results, error) {
+// and returns the annotated items and, when rel reports them, what was
+// set, as results.
+func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlice, rel release) (fn.KubeObjects, fn.Results, error) {
 	nodes := make([]*yaml.RNode, 0, len(items))
 	input := 0
 	for _, o := range items {
@@ -33,7 +34,7 @@ func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlic
 		input += treesize.Bytes(n.YNode())
 		nodes = append(nodes, n)
 	}
-	resources, err := readResources(nodes)
+	resources, err := readResources(nodes, rel)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -50,9 +51,12 @@ func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlic
 			return nil, nil, fmt.Errorf("failed to run transformer: %w", err)
 		}
 	}
-	results, err := set.results()
-	if err != nil {
-		return nil, nil, err
+	var results fn.Results
+	if rel.reports {
+		var err error
+		if results, err = set.results(); err != nil {
+			return nil, nil, err
+		}
 	}
 	out := make([]*yaml.RNode, len(resources))
 	for i, r := range resources {
@@ -65,13 +69,19 @@ func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlic
 // (resmap.Factory.NewResMapFromRNodeSlice, local config included): each
 // must have a kind and a name, empty ones are dropped, and no two may have
 // the same resource id. (ResMap checks each id against all before it; this
-// looks it up.)
-func readResources(nodes []*yaml.RNode) ([]*resource.Resource, error) {
-	rf := resource.NewFactory(&hasher.Hasher{})
-	rf.IncludeLocalConfigs = true
-	resources, err := rf.ResourcesFromRNodes(nodes)
-	if err != nil {
-		return nil, err
+// looks it up.) A release that reads nameless items takes any but empty
+// ones.
+func readResources(nodes []*yaml.RNode, rel release) ([]*resource.Resource, error) {
+	var resources []*resource.Resource
+	if rel.readsNameless {
+		resources = resourcesOf(nodes)
+	} else {
+		rf := resource.NewFactory(&hasher.Hasher{})
+		rf.IncludeLocalConfigs = true
+		var err error
+		if resources, err = rf.ResourcesFromRNodes(nodes); err != nil {
+			return nil, err
+		}
 	}
 	type key struct {
 		gvk             resid.Gvk
@@ -84,7 +94,11 @@ func readResources(nodes []*yaml.RNode) ([]*resource.Resource, error) {
 		id := r.CurId()
 		k := key{gvk: resid.Gvk{Group: id.Group, Version: id.Version, Kind: id.Kind}, name: id.Name, namespace: id.EffectiveNamespace()}
 		if ids[k] {
-			return nil, fmt.Errorf("may not add resource with an already registered id: %s", id)
+			written := id.String()
+			if rel.readsNameless {
+				written = legacyID(id)
+			}
+			return nil, fmt.Errorf("may not add resource with an already registered id: %s", written)
 		}
 		ids[k] = true
 	}

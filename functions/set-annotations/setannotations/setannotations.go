@@ -1,8 +1,9 @@
 // Package setannotations is fnrunner's own implementation of the kpt
-// function catalog's set-annotations function, with the behaviour the
+// function catalog's set-annotations function: Run with the behaviour the
 // catalog documents and ships at commit
 // 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25), the version
-// fnrunner's test corpus was taken from.
+// fnrunner's test corpus was taken from; RunV014 as release v0.1.4 (see
+// v014 for what differs).
 //
 // set-annotations adds annotations to every resource, local config
 // included, replacing an annotation of the same key. Like the catalog it
@@ -80,20 +81,31 @@ type SetAnnotations struct {
 	AdditionalAnnotationFields []types.FieldSpec `json:"additionalAnnotationFields,omitempty" yaml:"additionalAnnotationFields,omitempty"`
 }
 
-var _ fn.ResourceListProcessorFunc = Run
+var (
+	_ fn.ResourceListProcessorFunc = Run
+	_ fn.ResourceListProcessorFunc = RunV014
+)
 
-// Run sets the annotations of rl's functionConfig on rl's items. It
-// reports what it did, or what went wrong, as results in rl; it returns
-// false when the function failed and never returns an error.
-func Run(rl *fn.ResourceList) (bool, error) {
+// Run sets the annotations of rl's functionConfig on rl's items, as the
+// catalog's function did at commit 76fe381. It reports what it did, or
+// what went wrong, as results in rl; it returns false when the function
+// failed and never returns an error.
+func Run(rl *fn.ResourceList) (bool, error) { return run(rl, unstable()) }
+
+// RunV014 sets the annotations as set-annotations v0.1.4 does: no result
+// on success, a failure's error result in place of rl's results, and
+// items without a kind or a name annotated as the rest.
+func RunV014(rl *fn.ResourceList) (bool, error) { return run(rl, v014()) }
+
+func run(rl *fn.ResourceList, rel release) (bool, error) {
 	config, err := configure(rl.FunctionConfig)
 	if err != nil {
-		rl.Results = append(rl.Results, fn.ErrorResult(fmt.Errorf("failed to configure function: %w", err)))
+		rel.fail(rl, fmt.Errorf("failed to configure function: %w", err), false)
 		return false, nil
 	}
-	items, results, err := annotate(rl.Items, config.Annotations, config.fieldSpecs())
+	items, results, err := annotate(rl.Items, config.Annotations, config.fieldSpecs(), rel)
 	if err != nil {
-		rl.Results = append(rl.Results, fn.ErrorResult(fmt.Errorf("failed to run function: %w", err)))
+		rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
 		return false, nil
 	}
 	rl.Items = items

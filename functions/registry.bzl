@@ -10,6 +10,7 @@ FUNCTIONS = {
     "ensure-name-substring-unstable": "//functions/ensure-name-substring-unstable",
     "search-replace": "//functions/search-replace",
     "set-annotations": "//functions/set-annotations",
+    "set-annotations-unstable": "//functions/set-annotations-unstable",
     "set-image": "//functions/set-image",
     "set-labels": "//functions/set-labels",
     "set-namespace": "//functions:set-namespace",

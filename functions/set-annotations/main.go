@@ -1,7 +1,7 @@
-// Command set-annotations is fnrunner's set-annotations KRM function
-// (package setannotations: the catalog's function at commit
-// 76fe3817f9496724ca04414d136917a9926e5e40) as a binary: a ResourceList on
-// standard input, the result on standard output, exit code 1 on failure.
+// Command set-annotations is fnrunner's set-annotations v0.1.4 KRM
+// function (package setannotations, RunV014) as a binary: a ResourceList
+// on standard input, the result on standard output, exit code 1 on
+// failure.
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 )
 
 func main() {
-	if err := fn.AsMain(fn.ResourceListProcessorFunc(setannotations.Run)); err != nil {
+	if err := fn.AsMain(fn.ResourceListProcessorFunc(setannotations.RunV014)); err != nil {
 		os.Exit(1)
 	}
 }

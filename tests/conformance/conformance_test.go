@@ -514,8 +514,8 @@ func TestEvalOf(t *testing.T) {
 	assert.Error(t, err, "a functionConfig outside the package")
 
 	for name, script := range map[string]string{
-		"a flag kpt has and the harness does not": "kpt fn eval --image set-labels:v0.2.2 --match-kind Deployment -- app=web\n",
-		"two evals": "kpt fn eval --image set-labels:v0.2.2 -- a=b\nkpt fn eval --image set-labels:v0.2.2 -- c=d\n",
+		"a flag kpt has and the harness does not": "kpt fn eval --image set-labels:v0.2.1 --match-kind Deployment -- app=web\n",
+		"two evals": "kpt fn eval --image set-labels:v0.2.1 -- a=b\nkpt fn eval --image set-labels:v0.2.1 -- c=d\n",
 		"no image":  "kpt fn eval -- a=b\n",
 	} {
 		_, err = evalOf("/pkg", expectedConfig{}, script)

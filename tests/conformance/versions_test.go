@@ -8,17 +8,18 @@ var versions = map[string]string{
 	"apply-replacements":    "v0.1.5",
 	"apply-setters":         "v0.2.2",
 	"ensure-name-substring": "v0.1.1",
-	"search-replace":        "v0.2.1",
-	"set-annotations":       "v0.1.5",
-	"set-image":             "v0.1.2",
-	"set-labels":            "v0.2.2",
+	"search-replace":        "v0.2.0",
+	"set-annotations":       "v0.1.4",
+	"set-image":             "unstable",
+	"set-labels":            "v0.2.1",
 	"set-namespace":         "v0.4.5",
 	"starlark":              "v0.5.5",
-	"upsert-resource":       "v0.2.1",
+	"upsert-resource":       "unstable",
 }
 
 // claimed are the tags other than those versions that fnrunner answers
 // for, by image name: mapImage keeps them.
 var claimed = map[string][]string{
 	"ensure-name-substring": {"unstable"},
+	"set-annotations":       {"unstable"},
 }

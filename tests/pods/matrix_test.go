@@ -47,7 +47,7 @@ type benchFunction struct {
 var benchFunctions = []benchFunction{
 	{"set-namespace", "set-namespace:v0.4.5", "FNRUNNER_SET_NAMESPACE", "/fn/set-namespace", load.SetNamespaceInput},
 	{"starlark", "starlark:v0.5.5", "FNRUNNER_STARLARK", "/fn/starlark", load.StarlarkInput},
-	{"set-labels", "set-labels:v0.2.2", "FNRUNNER_SET_LABELS", "/fn/set-labels", load.SetLabelsInput},
+	{"set-labels", "set-labels:v0.2.1", "FNRUNNER_SET_LABELS", "/fn/set-labels", load.SetLabelsInput},
 }
 
 var benchInputs = []struct {

@@ -39,19 +39,15 @@ func (f Function) File() string { return f.Name + "-" + f.Tag }
 func Functions() []Function {
 	return []Function{
 		// Only TestCreateSetters names it, after create-setters v0.1.0,
-		// which nobody has: it is not reached. Were it reached, fnrunner's
-		// go executor would answer it first (its apply-setters claims ~0.2).
+		// which nobody has: it is not reached.
 		{Name: "apply-setters", Tag: "v0.2.0", Env: "FNRUNNER_UPSTREAM_APPLY_SETTERS_V0_2_0", Upstream: true},
 		{Name: "starlark", Tag: "v0.3.0", Env: "FNRUNNER_UPSTREAM_STARLARK_V0_3_0", Upstream: true},
 		// fnrunner's apply-setters is the catalog's v0.2.2 module behind an adapter.
 		{Name: "apply-setters", Tag: "v0.2.2", Env: "FNRUNNER_APPLY_SETTERS"},
-		{Name: "apply-setters", Tag: "v0.2", Env: "FNRUNNER_APPLY_SETTERS"},
 		{Name: "ensure-name-substring", Tag: "v0.1.1", Env: "FNRUNNER_ENSURE_NAME_SUBSTRING"},
 		{Name: "search-replace", Tag: "v0.2.0", Env: "FNRUNNER_SEARCH_REPLACE"},
 		{Name: "set-annotations", Tag: "v0.1.4", Env: "FNRUNNER_SET_ANNOTATIONS"},
-		{Name: "set-image", Tag: "v0.1.1", Env: "FNRUNNER_SET_IMAGE"},
 		{Name: "set-labels", Tag: "v0.2.0", Env: "FNRUNNER_SET_LABELS"},
-		{Name: "starlark", Tag: "v0.5.0", Env: "FNRUNNER_STARLARK"},
 	}
 }
 

@@ -348,7 +348,7 @@ func render(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // flags, which fill the map returned.
 func registerImageMaps(fs *flag.FlagSet) imageMap {
 	images := map[string]string{}
-	fs.Func("map-image", "OLD=NEW: call image NEW where the Kptfile names OLD (repeatable), e.g. gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2 for the catalog's old names in local mode.", func(v string) error {
+	fs.Func("map-image", "OLD=NEW: call image NEW where the Kptfile names OLD (repeatable), e.g. gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.1 for the catalog's old names in local mode.", func(v string) error {
 		from, to, ok := strings.Cut(v, "=")
 		if !ok || from == "" || to == "" {
 			return fmt.Errorf("want OLD=NEW, not %q", v)

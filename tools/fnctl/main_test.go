@@ -79,7 +79,7 @@ func TestEvalAndRender(t *testing.T) {
 	// file.
 	pkg = packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\n  annotations:\n    config.kubernetes.io/local-config: \"true\"\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n    configMap:\n      tier: web\n")
 	results := filepath.Join(t.TempDir(), "results")
-	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.2", "--map-image-prefix=gcr.io/kpt-fn/=", "--results-dir="+results, pkg)
+	_, log, err = fnctl(t, s, "", "render", "--map-image=gcr.io/kpt-fn/set-labels:unstable=set-labels:v0.2.1", "--map-image-prefix=gcr.io/kpt-fn/=", "--results-dir="+results, pkg)
 	require.NoError(t, err, "render with a mapped image\n%s", log)
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	assert.Contains(t, string(got), "tier: web", "render with a mapped image wrote")
@@ -88,12 +88,12 @@ func TestEvalAndRender(t *testing.T) {
 	assert.Contains(t, string(written), "kind: FunctionResultList")
 	assert.Contains(t, string(written), "items:\n  - image: gcr.io/kpt-fn/set-labels:unstable\n", "the image as the Kptfile names it, the list indented as kpt writes it")
 
-	// A package naming the catalog's old registry with a version tag, as
-	// published packages do, runs without any mapping: fnrunner's own
-	// FunctionConfigs claim gcr.io/kpt-fn too.
-	pkg = packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-namespace:v0.4\n    configMap:\n      namespace: old-registry\n")
+	// A package naming the catalog's old registry with a release's tag
+	// runs without any mapping: fnrunner's own FunctionConfigs claim
+	// gcr.io/kpt-fn too.
+	pkg = packageWith(t, "apiVersion: kpt.dev/v1\nkind: Kptfile\nmetadata:\n  name: demo\npipeline:\n  mutators:\n  - image: gcr.io/kpt-fn/set-namespace:v0.4.5\n    configMap:\n      namespace: old-registry\n")
 	_, log, err = fnctl(t, s, "", "render", pkg)
-	require.NoError(t, err, "render of gcr.io/kpt-fn/set-namespace:v0.4\n%s", log)
+	require.NoError(t, err, "render of gcr.io/kpt-fn/set-namespace:v0.4.5\n%s", log)
 	got, _ = os.ReadFile(filepath.Join(pkg, "resources.yaml"))
 	assert.Contains(t, string(got), "namespace: old-registry", "render of the catalog's old registry wrote")
 
@@ -156,11 +156,11 @@ func TestUsage(t *testing.T) {
 
 func TestImageMap(t *testing.T) {
 	m := imageMap{
-		exact:    map[string]string{"gcr.io/kpt-fn/set-labels:unstable": "set-labels:v0.2.2"},
+		exact:    map[string]string{"gcr.io/kpt-fn/set-labels:unstable": "set-labels:v0.2.1"},
 		prefixes: map[string]string{"gcr.io/kpt-fn/": "", "gcr.io/kpt-fn/starlark": "ghcr.io/kptdev/krm-functions-catalog/starlark"},
 	}
 	for image, want := range map[string]string{
-		"gcr.io/kpt-fn/set-labels:unstable":      "set-labels:v0.2.2",
+		"gcr.io/kpt-fn/set-labels:unstable":      "set-labels:v0.2.1",
 		"gcr.io/kpt-fn/set-namespace:v0.4.5":     "set-namespace:v0.4.5",
 		"gcr.io/kpt-fn/starlark:v0.5.5":          "ghcr.io/kptdev/krm-functions-catalog/starlark:v0.5.5",
 		"ghcr.io/kptdev/krm-functions-catalog/x": "ghcr.io/kptdev/krm-functions-catalog/x",

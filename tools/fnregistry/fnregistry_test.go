@@ -78,7 +78,7 @@ func TestGoModAgrees(t *testing.T) {
 func TestCheck(t *testing.T) {
 	own := func(edit func(f *Function)) string {
 		f := Function{Name: "set-x", Version: "v0.1.2", Tags: []string{"v0.1.2"}, Build: "functions/set-x", GoExecutor: InProcess,
-			Processor: "github.com/fnrunner/fnrunner/functions/set-x/setx.Run", ReadFrom: "its release"}
+			Processor: "github.com/fnrunner/fnrunner/functions/set-x/setx.Run", ReadFrom: map[string]string{"v0.1.2": "its release"}}
 		edit(&f)
 		return "functions:\n- " + strings.ReplaceAll(mustYAML(t, f), "\n", "\n  ")
 	}
@@ -88,9 +88,15 @@ func TestCheck(t *testing.T) {
 		{"valid", own(func(*Function) {}), ""},
 		{"an unknown field", own(func(*Function) {}) + "colour: red\n", "unknown field"},
 		{"no functions", "functions: []\n", "no functions"},
-		{"a version not among the tags", own(func(f *Function) { f.Tags = []string{"~0.1"} }), "do not include the version"},
+		{"a version not among the tags", own(func(f *Function) { f.Tags = []string{"v0.1.3"} }), "do not include the version"},
 		{"a short version", own(func(f *Function) { f.Version, f.Tags = "v0.1", []string{"v0.1"} }), "neither a full semantic version"},
-		{"unstable", own(func(f *Function) { f.Version, f.Tags = Unstable, []string{Unstable} }), ""},
+		{"unstable", own(func(f *Function) {
+			f.Version, f.Tags, f.ReadFrom = Unstable, []string{Unstable}, map[string]string{Unstable: "a commit"}
+		}), ""},
+		{"a floating tag", own(func(f *Function) { f.Tags, f.ReadFrom["v0.1"] = []string{"v0.1.2", "v0.1"}, "its last v0.1" }), ""},
+		{"a constraint", own(func(f *Function) { f.Tags, f.ReadFrom["~0.1"] = []string{"v0.1.2", "~0.1"}, "all of v0.1" }), "a constraint claims"},
+		{"a tag without readFrom", own(func(f *Function) { f.Tags = []string{"v0.1.2", "v0.1.1"} }), "behaviour of v0.1.1"},
+		{"readFrom of no tag", own(func(f *Function) { f.ReadFrom["v0.1.1"] = "another release" }), "not among the tags"},
 		{"an image that is the name", own(func(f *Function) { f.Image = "set-x" }), "leave it out"},
 		{"a module build without a module", own(func(f *Function) { f.Build = BuildModule }), `needs a module`},
 		{"a build of another directory", own(func(f *Function) { f.Build = "functions/set-y" }), `want "module" or "functions/set-x"`},
@@ -98,7 +104,7 @@ func TestCheck(t *testing.T) {
 		{"a processor for a binary", own(func(f *Function) { f.GoExecutor = AsBinary }), "only for goExecutor"},
 		{"an unknown executor", own(func(f *Function) { f.GoExecutor = "pod" }), `goExecutor "pod"`},
 		{"a name with capitals", own(func(f *Function) { f.Name = "Set-X" }), "lower-case"},
-		{"no readFrom", own(func(f *Function) { f.ReadFrom = "" }), "readFrom must say"},
+		{"no readFrom", own(func(f *Function) { f.ReadFrom = nil }), "readFrom must say"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.registry))
@@ -110,7 +116,7 @@ func TestCheck(t *testing.T) {
 			assert.ErrorContains(t, err, tc.err)
 		})
 	}
-	_, err := Parse([]byte("functions:\n- name: b\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/b\n  goExecutor: binary\n  readFrom: x\n- name: a\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/a\n  goExecutor: binary\n  readFrom: x\n"))
+	_, err := Parse([]byte("functions:\n- name: b\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/b\n  goExecutor: binary\n  readFrom: {v1.0.0: x}\n- name: a\n  version: v1.0.0\n  tags: [v1.0.0]\n  build: functions/a\n  goExecutor: binary\n  readFrom: {v1.0.0: x}\n"))
 	assert.ErrorContains(t, err, "sorted by name")
 }
 

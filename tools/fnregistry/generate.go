@@ -237,7 +237,7 @@ func docsTable(r *Registry, docs []byte) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.Write(before)
-	b.WriteString(docsBegin + "\n\n| function | tags | the go executor runs it | built from | behaviour read from |\n|---|---|---|---|---|\n")
+	b.WriteString(docsBegin + "\n\n| function | tag | the go executor runs it | built from | behaviour read from |\n|---|---|---|---|---|\n")
 	for _, f := range r.Functions {
 		runs := map[string]string{InProcess: "in process", AsBinary: "as its binary", AsScript: "as its binary, with the script bounds"}[f.GoExecutor]
 		from := "the catalog's module"
@@ -247,7 +247,9 @@ func docsTable(r *Registry, docs []byte) ([]byte, error) {
 		case f.Build != BuildModule:
 			from = fmt.Sprintf("the catalog's module, by `%s`", f.Build)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.ImageName(), strings.Join(f.Tags, ", "), runs, from, f.ReadFrom)
+		for _, tag := range f.Tags {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.ImageName(), tag, runs, from, f.ReadFrom[tag])
+		}
 	}
 	b.WriteString("\n" + docsEnd)
 	b.Write(after)

@@ -45,7 +45,9 @@ type Function struct {
 	Build      string   `json:"build"`
 	GoExecutor string   `json:"goExecutor"`
 	Processor  string   `json:"processor,omitempty"`
-	ReadFrom   string   `json:"readFrom"`
+	// ReadFrom says, for each tag, where the behaviour it answers with
+	// was read.
+	ReadFrom map[string]string `json:"readFrom"`
 }
 
 // ErrInvalid is wrapped by every error Check returns.
@@ -107,9 +109,7 @@ func (f Function) check() error {
 	if !slices.Contains(f.Tags, f.Version) {
 		errs = append(errs, fmt.Errorf("tags %v do not include the version %s", f.Tags, f.Version))
 	}
-	if strings.TrimSpace(f.ReadFrom) == "" {
-		errs = append(errs, errors.New("readFrom must say where the behaviour it answers with was read"))
-	}
+	errs = append(errs, f.checkTags()...)
 	switch {
 	case f.Build == BuildModule && f.Module == "":
 		errs = append(errs, errors.New(`build "module" needs a module`))
@@ -129,6 +129,26 @@ func (f Function) check() error {
 		errs = append(errs, fmt.Errorf("goExecutor %q: want %q, %q or %q", f.GoExecutor, InProcess, AsBinary, AsScript))
 	}
 	return errors.Join(errs...)
+}
+
+// checkTags refuses a tag that is a constraint, and a tag without a
+// readFrom: a claim covers only the versions whose behaviour was read.
+func (f Function) checkTags() []error {
+	var errs []error
+	for _, tag := range f.Tags {
+		if tag != Unstable && !semver.IsValid(tag) {
+			errs = append(errs, fmt.Errorf("tag %q is neither a version nor %q: a constraint claims versions nobody read", tag, Unstable))
+		}
+		if strings.TrimSpace(f.ReadFrom[tag]) == "" {
+			errs = append(errs, fmt.Errorf("readFrom must say where the behaviour of %s was read", tag))
+		}
+	}
+	for tag := range f.ReadFrom {
+		if !slices.Contains(f.Tags, tag) {
+			errs = append(errs, fmt.Errorf("readFrom names %s, which is not among the tags", tag))
+		}
+	}
+	return errs
 }
 
 // processor splits Processor into its package's import path and the

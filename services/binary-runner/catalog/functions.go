@@ -9,6 +9,7 @@ import (
 	ensurenamesubstringunstable "github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
 	searchreplace "github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
 	setannotations "github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
+	setannotationsunstable "github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 	setimage "github.com/fnrunner/fnrunner/functions/set-image/setimage"
 	setlabels "github.com/fnrunner/fnrunner/functions/set-labels/setlabels"
 	upsertresource "github.com/fnrunner/fnrunner/functions/upsert-resource/upsertresource"
@@ -22,12 +23,13 @@ func Functions() map[string]Function {
 		"apply-setters":                  {Version: "v0.2.2", Binary: "apply-setters"},
 		"ensure-name-substring":          {Version: "v0.1.1", Process: ensurenamesubstring.Run},
 		"ensure-name-substring-unstable": {Version: "unstable", Process: ensurenamesubstringunstable.RunUnstable},
-		"search-replace":                 {Version: "v0.2.1", Process: searchreplace.Run},
-		"set-annotations":                {Version: "v0.1.5", Process: setannotations.Run},
-		"set-image":                      {Version: "v0.1.2", Process: setimage.Run},
-		"set-labels":                     {Version: "v0.2.2", Process: setlabels.Run},
+		"search-replace":                 {Version: "v0.2.0", Process: searchreplace.Run},
+		"set-annotations":                {Version: "v0.1.4", Process: setannotations.RunV014},
+		"set-annotations-unstable":       {Version: "unstable", Process: setannotationsunstable.Run},
+		"set-image":                      {Version: "unstable", Process: setimage.Run},
+		"set-labels":                     {Version: "v0.2.1", Process: setlabels.Run},
 		"set-namespace":                  {Version: "v0.4.5", Process: setnamespace.Run},
 		"starlark":                       {Version: "v0.5.5", Binary: "starlark", Script: true},
-		"upsert-resource":                {Version: "v0.2.1", Process: upsertresource.Run},
+		"upsert-resource":                {Version: "unstable", Process: upsertresource.Run},
 	}
 }

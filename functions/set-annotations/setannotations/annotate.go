@@ -40,14 +40,9 @@ func annotate(items fn.KubeObjects, annos map[string]string, fields types.FsSlic
 	}
 	b := newBudget(input)
 	set := appliedAnnotations{}
-	keys := yaml.SortedMapKeys(annos)
-	// Whether YAML 1.1 reads each value as no string, once.
-	nonStrings := make(map[string]bool, len(annos))
-	for k, v := range annos {
-		nonStrings[k] = yaml.IsValueNonString(v)
-	}
+	e := newEntries(annos, rel.quotesOnce)
 	for _, r := range resources {
-		if err := annotateResource(r, keys, annos, nonStrings, fields, set, b); err != nil {
+		if err := annotateResource(r, e, fields, set, b); err != nil {
 			return nil, nil, fmt.Errorf("failed to run transformer: %w", err)
 		}
 	}
@@ -114,7 +109,7 @@ func readResources(nodes []*yaml.RNode, rel release) ([]*resource.Resource, erro
 // map gets the annotations in the same order, and each annotation's node
 // (shared by the fields it is set in) goes through the same fields in the
 // same order.
-func annotateResource(r *resource.Resource, keys []string, annos map[string]string, nonStrings map[string]bool, fields types.FsSlice, set appliedAnnotations, b *budget.Budget) error {
+func annotateResource(r *resource.Resource, e entries, fields types.FsSlice, set appliedAnnotations, b *budget.Budget) error {
 	path, index := fileAnnotations(r.YNode())
 	// The fields of r's kind only: kustomize's field spec filter leaves
 	// the others alone.
@@ -126,17 +121,14 @@ func annotateResource(r *resource.Resource, keys []string, annos map[string]stri
 	if err := b.Spend(cost); err != nil {
 		return err
 	}
-	setters := make([]filtersutil.SetFn, len(keys))
-	for i, k := range keys {
-		setters[i] = entrySetter(k, annos[k], nonStrings[k])
-	}
+	setters := e.setters()
 	setAll := func(n *yaml.RNode) error {
 		field := strings.Join(n.FieldPath(), ".")
-		for i, k := range keys {
-			if err := b.Spend(setBytes + 2*(len(k)+len(annos[k])) + len(field)); err != nil {
+		for i, k := range e.keys {
+			if err := b.Spend(setBytes + 2*(len(k)+len(e.annos[k])) + len(field)); err != nil {
 				return err
 			}
-			set.add(fieldKey{file: path, index: index, field: field}, k, annos[k])
+			set.add(fieldKey{file: path, index: index, field: field}, k, e.annos[k])
 			if err := setters[i](n); err != nil {
 				return err
 			}
@@ -153,17 +145,50 @@ func annotateResource(r *resource.Resource, keys []string, annos map[string]stri
 	})))
 }
 
+// entries are the annotations to set, in the order they are set.
+type entries struct {
+	keys  []string
+	annos map[string]string
+	// nonStrings says of each key whether YAML 1.1 reads its value as no
+	// string.
+	nonStrings map[string]bool
+	// quotesOnce: a value's node is double-quoted when made, not again
+	// after it took a plain value's style (kyaml v0.10's FieldSetter).
+	quotesOnce bool
+}
+
+func newEntries(annos map[string]string, quotesOnce bool) entries {
+	nonStrings := make(map[string]bool, len(annos))
+	for k, v := range annos {
+		nonStrings[k] = yaml.IsValueNonString(v)
+	}
+	return entries{keys: yaml.SortedMapKeys(annos), annos: annos, nonStrings: nonStrings, quotesOnce: quotesOnce}
+}
+
+// setters are the entries' setters for one resource, in key order.
+func (e entries) setters() []filtersutil.SetFn {
+	setters := make([]filtersutil.SetFn, len(e.keys))
+	for i, k := range e.keys {
+		setters[i] = entrySetter(k, e.annos[k], e.nonStrings[k], e.quotesOnce)
+	}
+	return setters
+}
+
 // entrySetter is filtersutil.SetEntry(key, value, yaml.NodeTagString),
 // given whether YAML 1.1 reads value as no string: kyaml's FieldSetter of
 // one scalar node, made once and set in every field, without FieldSetter's
-// cost of parsing the value anew each time. As with FieldSetter, the node
-// is double-quoted if it reads as no string, then takes the style of a
-// value it replaces (the node's own struct is copied there), or is
-// appended to the map, shared.
-func entrySetter(key, value string, nonString bool) filtersutil.SetFn {
+// cost of parsing the value anew each time. The node is double-quoted if
+// it reads as no string, then takes the style of a value it replaces (the
+// node's own struct is copied there), or is appended to the map, shared.
+// Unless quotesOnce, it is double-quoted again at every field where its
+// style is plain, as kyaml v0.21's FieldSetter does.
+func entrySetter(key, value string, nonString, quotesOnce bool) filtersutil.SetFn {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Value: value, Tag: yaml.NodeTagString}
+	if nonString {
+		n.Style = yaml.DoubleQuotedStyle
+	}
 	return func(node *yaml.RNode) error {
-		if n.Style == 0 && nonString {
+		if !quotesOnce && n.Style == 0 && nonString {
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		field, err := node.Pipe(yaml.FieldMatcher{Name: key})

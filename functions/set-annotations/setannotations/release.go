@@ -19,6 +19,10 @@ type release struct {
 	// kyaml v0.10's framework writes them. Otherwise the result is added
 	// and the items are left as they came.
 	replacesResults bool
+	// quotesOnce double-quotes a value YAML 1.1 reads as no string only
+	// when its node is made: a plain value it replaces leaves it plain in
+	// the fields set after (kustomize api v0.8.11 on kyaml v0.10.21).
+	quotesOnce bool
 	// readsNameless reads items without checking that each has a kind
 	// and a metadata.name (kustomize api v0.8.11 with local configs
 	// included), and words a repeated resource id as kyaml v0.10 did.
@@ -28,9 +32,10 @@ type release struct {
 // v014 is set-annotations v0.1.4 (catalog tag go/set-annotations/v0.1.4,
 // 2021-06-22, on kustomize api v0.8.11 and kyaml v0.10.21's framework):
 // no result on success; a failure is its one error result; items without
-// a kind or name (a kustomization.yaml, say) are annotated too.
+// a kind or name (a kustomization.yaml, say) are annotated too; a value
+// YAML 1.1 reads as no string may stay plain (see quotesOnce).
 func v014() release {
-	return release{replacesResults: true, readsNameless: true}
+	return release{replacesResults: true, quotesOnce: true, readsNameless: true}
 }
 
 // unstable is the catalog's function at commit 76fe381 (see the package

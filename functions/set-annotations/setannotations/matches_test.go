@@ -1,0 +1,77 @@
+package setannotations_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
+)
+
+// TestMatchesV014 runs RunV014 on each input of testdata/v0.1.4 and
+// compares its answer with the v0.1.4 release's (see the README there).
+func TestMatchesV014(t *testing.T) {
+	inputs, err := filepath.Glob(filepath.Join("testdata", "v0.1.4", "*.in.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, inputs)
+	for _, in := range inputs {
+		base := strings.TrimSuffix(in, ".in.yaml")
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			input, err := os.ReadFile(in)
+			require.NoError(t, err)
+			want, err := os.ReadFile(base + ".out.yaml")
+			require.NoError(t, err)
+			_, statErr := os.Stat(base + ".fails")
+			out, err := fn.Run(fn.ResourceListProcessorFunc(setannotations.RunV014), input)
+			assert.Equal(t, statErr == nil, err != nil, "the release failed: %v; RunV014: %v", statErr == nil, err)
+			assert.Equal(t, answer(t, want), answer(t, out))
+		})
+	}
+}
+
+// resourceList is what TestMatchesV014 compares of a ResourceList: its
+// items, ordered by kind, namespace and name, as YAML 1.1 reads them (so
+// that `on` and "on" differ), and its results, a list or the items of
+// kyaml v0.10's {name, items}, as YAML 1.2 reads them (as kpt does: an
+// earlier function's results come back written anew).
+type resourceList struct {
+	Items   []map[string]any
+	Results []any
+}
+
+func answer(t *testing.T, data []byte) resourceList {
+	t.Helper()
+	var rl struct {
+		Items []map[string]any `json:"items"`
+	}
+	require.NoError(t, sigsyaml.Unmarshal(data, &rl))
+	var results struct {
+		Results any `yaml:"results"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &results))
+	key := func(m map[string]any) string {
+		meta, _ := m["metadata"].(map[string]any)
+		return fmt.Sprint(m["kind"], "/", meta["namespace"], "/", meta["name"])
+	}
+	sort.SliceStable(rl.Items, func(i, j int) bool { return key(rl.Items[i]) < key(rl.Items[j]) })
+	out := resourceList{Items: rl.Items}
+	switch r := results.Results.(type) {
+	case []any:
+		out.Results = r
+	case map[string]any:
+		out.Results, _ = r["items"].([]any)
+	}
+	if len(out.Items) == 0 {
+		out.Items = nil
+	}
+	return out
+}

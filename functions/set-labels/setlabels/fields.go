@@ -1,10 +1,12 @@
 package setlabels
 
 import (
+	"crypto/rand"
 	"errors"
 	"slices"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/fnrunner/fnrunner/functions/internal/budget"
 )
@@ -17,6 +19,13 @@ type setter struct {
 	keys   []string // the keys of labels, sorted
 	count  int
 	budget *budget.Budget
+	// placeholders stand, by key, for a label's value where it replaces
+	// another, until settle writes it plain; values, by placeholder, are
+	// the labels' values. (The SDK gives a replacing value the style of
+	// the one it replaces; the catalog's releases write it plain.)
+	placeholders, values map[string]string
+	// replaced says that an object holds placeholders.
+	replaced bool
 }
 
 func newSetter(labels map[string]string, b *budget.Budget) *setter {
@@ -25,7 +34,35 @@ func newSetter(labels map[string]string, b *budget.Budget) *setter {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	return &setter{labels: labels, keys: keys, budget: b}
+	// A value no input holds: a NUL and a nonce of the run's.
+	nonce := "\x00" + rand.Text() + "\x00"
+	s := &setter{labels: labels, keys: keys, budget: b, placeholders: map[string]string{}, values: map[string]string{}}
+	for _, k := range keys {
+		s.placeholders[k] = nonce + k
+		s.values[nonce+k] = labels[k]
+	}
+	return s
+}
+
+// settle writes the labels o's fields got in place of others as plain
+// strings, keeping the comments of the values they replaced.
+func (s *setter) settle(o *fn.KubeObject) {
+	if !s.replaced {
+		return
+	}
+	s.replaced = false
+	rn := o.MoveToResourceNode()
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if v, ok := s.values[n.Value]; ok && n.Kind == yaml.ScalarNode {
+			n.Value, n.Style, n.Tag = v, 0, yaml.NodeTagString
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(rn.YNode())
+	*o = *fn.MoveToKubeObject(rn)
 }
 
 // set sets every label in the map at path under o. A label already there
@@ -48,7 +85,11 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 			if err := s.budget.Spend(2*nodeBytes + len(k) + len(s.labels[k])); err != nil {
 				return err
 			}
-			if err := o.SetNestedString(s.labels[k], field...); err != nil {
+			value := s.labels[k]
+			if found {
+				value, s.replaced = s.placeholders[k], true
+			}
+			if err := o.SetNestedString(value, field...); err != nil {
 				return err
 			}
 		}

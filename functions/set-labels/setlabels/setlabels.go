@@ -134,7 +134,9 @@ func transform(config *fn.KubeObject, items fn.KubeObjects, labels map[string]st
 	}
 	s := newSetter(labels, b)
 	for _, o := range objects {
-		if err := s.setObject(o); err != nil {
+		err := s.setObject(o)
+		s.settle(o)
+		if err != nil {
 			results.ErrorE(err)
 			if errors.Is(err, ErrTooLarge) {
 				return false

@@ -212,6 +212,32 @@ func TestRunFields(t *testing.T) {
 		want  string
 		count int // the labels the result says were set
 	}{{
+		name: "a replaced value is written plain, its comment kept, as the releases write it",
+		in: `apiVersion: v1
+kind: Service
+metadata:
+  name: svc
+  labels:
+    color: "blue" # the team's
+    fruit: 'apple'
+spec:
+  selector:
+    color: 'blue'
+`,
+		want: `apiVersion: v1
+kind: Service
+metadata:
+  name: svc
+  labels:
+    color: orange # the team's
+    fruit: 'apple'
+spec:
+  selector:
+    color: orange
+    fruit: apple
+`,
+		count: 4,
+	}, {
 		name: "Service: selector created",
 		in: `apiVersion: v1
 kind: Service

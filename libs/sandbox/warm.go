@@ -208,7 +208,9 @@ func (p *warmPool) refill() {
 			p.mu.Unlock()
 			h, err := p.start()
 			p.mu.Lock()
-			if err != nil || p.closed {
+			// Helpers handed back while it started may have filled the
+			// pool: a helper past its size is ended, never kept.
+			if err != nil || p.closed || len(p.ready) >= p.size {
 				p.filling = false
 				p.mu.Unlock()
 				if err != nil {

@@ -6,16 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/fnrunner/fnrunner/functions/ensure-name-substring/ensurenamesubstring"
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/tests/harness"
 )
 
@@ -792,23 +791,7 @@ func TestMatchesV011(t *testing.T) {
 			require.NoError(t, err)
 			want, err := os.ReadFile(strings.TrimSuffix(in, ".in.yaml") + ".out.yaml")
 			require.NoError(t, err)
-			assert.Equal(t, items(t, want), items(t, out))
+			assert.Equal(t, fntest.Items(t, want), fntest.Items(t, out))
 		})
 	}
-}
-
-// items are a ResourceList's items as maps, ordered by kind, namespace and
-// name (v0.1.1 keeps the input's order; the SDK orders by file).
-func items(t *testing.T, resourceList []byte) []map[string]any {
-	t.Helper()
-	var rl struct {
-		Items []map[string]any `json:"items"`
-	}
-	require.NoError(t, sigsyaml.Unmarshal(resourceList, &rl))
-	key := func(m map[string]any) string {
-		meta, _ := m["metadata"].(map[string]any)
-		return fmt.Sprint(m["kind"], "/", meta["namespace"], "/", meta["name"])
-	}
-	sort.Slice(rl.Items, func(i, j int) bool { return key(rl.Items[i]) < key(rl.Items[j]) })
-	return rl.Items
 }

@@ -1,7 +1,8 @@
 // Package fntest holds what the functions' limit tests share: they run
 // small inputs that ask for far more work than their size through a
 // function as the binary-runner does, in its own process admitted by its
-// input's size, and bound what the run allocates and writes.
+// input's size, and bound what the run allocates and writes; and what the
+// tests that compare a function with a release's answers share (Items).
 //
 // It is for tests only.
 package fntest

@@ -1,10 +1,8 @@
 package setannotations_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -12,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 )
 
@@ -39,10 +37,9 @@ func TestMatchesV014(t *testing.T) {
 }
 
 // resourceList is what TestMatchesV014 compares of a ResourceList: its
-// items, ordered by kind, namespace and name, as YAML 1.1 reads them (so
-// that `on` and "on" differ), and its results, a list or the items of
-// kyaml v0.10's {name, items}, as YAML 1.2 reads them (as kpt does: an
-// earlier function's results come back written anew).
+// items (fntest.Items), and its results, a list or the items of kyaml
+// v0.10's {name, items}, as YAML 1.2 reads them (as kpt does: an earlier
+// function's results come back written anew).
 type resourceList struct {
 	Items   []map[string]any
 	Results []any
@@ -50,20 +47,11 @@ type resourceList struct {
 
 func answer(t *testing.T, data []byte) resourceList {
 	t.Helper()
-	var rl struct {
-		Items []map[string]any `json:"items"`
-	}
-	require.NoError(t, sigsyaml.Unmarshal(data, &rl))
 	var results struct {
 		Results any `yaml:"results"`
 	}
 	require.NoError(t, yaml.Unmarshal(data, &results))
-	key := func(m map[string]any) string {
-		meta, _ := m["metadata"].(map[string]any)
-		return fmt.Sprint(m["kind"], "/", meta["namespace"], "/", meta["name"])
-	}
-	sort.SliceStable(rl.Items, func(i, j int) bool { return key(rl.Items[i]) < key(rl.Items[j]) })
-	out := resourceList{Items: rl.Items}
+	out := resourceList{Items: fntest.Items(t, data)}
 	switch r := results.Results.(type) {
 	case []any:
 		out.Results = r

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -19,11 +20,12 @@ type setter struct {
 	keys   []string // the keys of labels, sorted
 	count  int
 	budget *budget.Budget
-	// placeholders stand, by key, for a label's value where it replaces
-	// another, until settle writes it plain; values, by placeholder, are
-	// the labels' values. (The SDK gives a replacing value the style of
-	// the one it replaces; the catalog's releases write it plain.)
-	placeholders, values map[string]string
+	// placeholder, then a label's key, stands for its value where it
+	// replaces another, until settle writes it plain: a NUL and a nonce of
+	// the run's, which no input holds. (The SDK gives a replacing value
+	// the style of the one it replaces; the catalog's releases write it
+	// plain.)
+	placeholder string
 	// replaced says that an object holds placeholders.
 	replaced bool
 }
@@ -34,14 +36,7 @@ func newSetter(labels map[string]string, b *budget.Budget) *setter {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	// A value no input holds: a NUL and a nonce of the run's.
-	nonce := "\x00" + rand.Text() + "\x00"
-	s := &setter{labels: labels, keys: keys, budget: b, placeholders: map[string]string{}, values: map[string]string{}}
-	for _, k := range keys {
-		s.placeholders[k] = nonce + k
-		s.values[nonce+k] = labels[k]
-	}
-	return s
+	return &setter{labels: labels, keys: keys, budget: b, placeholder: "\x00" + rand.Text() + "\x00"}
 }
 
 // settle writes the labels o's fields got in place of others as plain
@@ -54,8 +49,8 @@ func (s *setter) settle(o *fn.KubeObject) {
 	rn := o.MoveToResourceNode()
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
-		if v, ok := s.values[n.Value]; ok && n.Kind == yaml.ScalarNode {
-			n.Value, n.Style, n.Tag = v, 0, yaml.NodeTagString
+		if k, ok := strings.CutPrefix(n.Value, s.placeholder); ok && n.Kind == yaml.ScalarNode {
+			n.Value, n.Style, n.Tag = s.labels[k], 0, yaml.NodeTagString
 		}
 		for _, c := range n.Content {
 			walk(c)
@@ -87,7 +82,7 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 			}
 			value := s.labels[k]
 			if found {
-				value, s.replaced = s.placeholders[k], true
+				value, s.replaced = s.placeholder+k, true
 			}
 			if err := o.SetNestedString(value, field...); err != nil {
 				return err

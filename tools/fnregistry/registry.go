@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -143,7 +144,7 @@ func (f Function) checkTags() []error {
 			errs = append(errs, fmt.Errorf("readFrom must say where the behaviour of %s was read", tag))
 		}
 	}
-	for tag := range f.ReadFrom {
+	for _, tag := range slices.Sorted(maps.Keys(f.ReadFrom)) {
 		if !slices.Contains(f.Tags, tag) {
 			errs = append(errs, fmt.Errorf("readFrom names %s, which is not among the tags", tag))
 		}

@@ -76,6 +76,10 @@ func (s *setter) set(o *fn.SubObject, create bool, path ...string) error {
 		if err != nil {
 			return err
 		}
+		if old == s.placeholder+k {
+			// Set earlier in this run (a field visited twice).
+			old = s.labels[k]
+		}
 		if (found && old != s.labels[k]) || (!found && create) {
 			if err := s.budget.Spend(2*nodeBytes + len(k) + len(s.labels[k])); err != nil {
 				return err

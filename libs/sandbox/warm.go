@@ -42,6 +42,13 @@ type warmPool struct {
 	ready   []*warmHelper
 	filling bool
 	closed  bool
+	// takes counts the calls that looked for a ready helper; refilled is
+	// its count at the last refill, which stops when another came since
+	// (see refill).
+	takes, refilled uint64
+	// filler is the refilling goroutine, which close waits for: a helper
+	// it was starting when the pool closed is ended before close returns.
+	filler sync.WaitGroup
 }
 
 type startResult struct {
@@ -181,6 +188,7 @@ func (p *warmPool) put(h *warmHelper) {
 func (p *warmPool) take() (*warmHelper, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.takes++
 	if n := len(p.ready); n > 0 {
 		h := p.ready[n-1]
 		p.ready = p.ready[:n-1]
@@ -189,18 +197,23 @@ func (p *warmPool) take() (*warmHelper, bool) {
 	return nil, false
 }
 
-// refill starts helpers in the background until size are ready.
+// refill starts helpers in the background until size are ready, or until
+// a call comes: a helper starting meanwhile would take CPU from the call,
+// whose end refills the pool again (and its helper comes back to it).
 func (p *warmPool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.refilled = p.takes
 	if p.filling || p.closed || len(p.ready) >= p.size {
 		return
 	}
 	p.filling = true
+	p.filler.Add(1)
 	go func() {
+		defer p.filler.Done()
 		for {
 			p.mu.Lock()
-			if p.closed || len(p.ready) >= p.size {
+			if p.closed || len(p.ready) >= p.size || p.takes != p.refilled {
 				p.filling = false
 				p.mu.Unlock()
 				return
@@ -229,7 +242,9 @@ func (p *warmPool) refill() {
 }
 
 // close ends the ready helpers (each exits when its call pipe closes) and
-// stops the refilling.
+// stops the refilling: when it returns, no helper it started waits for a
+// call, nor one being started (only those serving calls are left, each
+// ended when its call is).
 func (p *warmPool) close() {
 	p.mu.Lock()
 	ready := p.ready
@@ -238,6 +253,7 @@ func (p *warmPool) close() {
 	for _, h := range ready {
 		h.discard()
 	}
+	p.filler.Wait()
 }
 
 // startHelper starts "helper -warm" (-warm-namespaces for calls in

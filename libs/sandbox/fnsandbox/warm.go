@@ -220,11 +220,17 @@ func receivedDescriptors(oob []byte) ([]int, error) {
 
 // awaited says whether the runner still waits for an answer after this
 // call: during a call it sends nothing, so a readable socket means it
-// closed its end.
+// closed its end. A signal during the poll (a call's SIGCHLD, the Go
+// runtime's preemption) interrupts it, never restarted: it asks again,
+// else the helper would end after a call for nothing.
 func awaited() bool {
 	fds := []unix.PollFd{{Fd: callSocket, Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 0
+	for {
+		n, err := unix.Poll(fds, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil && n == 0
+		}
+	}
 }
 
 // placeCallDescriptor puts fd on a call's descriptor number to (0 to 3):

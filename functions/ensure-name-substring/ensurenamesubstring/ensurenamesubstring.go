@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/shape"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -79,6 +80,9 @@ func runAs(rl *fn.ResourceList, rel release) (bool, error) {
 func run(rl *fn.ResourceList, rel release) error {
 	cfg, err := rel.parseConfig(rl.FunctionConfig)
 	if err != nil {
+		return fmt.Errorf("ensure-name-substring: %w", err)
+	}
+	if err := shape.CheckMetadata(rl.Items); err != nil {
 		return fmt.Errorf("ensure-name-substring: %w", err)
 	}
 	items, passed := rl.Items, map[int]*fn.KubeObject(nil)

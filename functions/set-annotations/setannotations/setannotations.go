@@ -55,6 +55,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/shape"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -101,6 +102,10 @@ func run(rl *fn.ResourceList, rel release) (bool, error) {
 	config, err := configure(rl.FunctionConfig)
 	if err != nil {
 		rel.fail(rl, fmt.Errorf("failed to configure function: %w", err), false)
+		return false, nil
+	}
+	if err := shape.CheckMetadata(rl.Items); err != nil {
+		rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
 		return false, nil
 	}
 	items, results, err := annotate(rl.Items, config.Annotations, config.fieldSpecs(), rel)

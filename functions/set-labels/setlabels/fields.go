@@ -3,6 +3,7 @@ package setlabels
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/fnrunner/fnrunner/functions/internal/budget"
+	"github.com/fnrunner/fnrunner/functions/internal/shape"
 )
 
 // setter sets one set of labels on label fields, and counts the label
@@ -120,20 +122,20 @@ func (s *setter) setObject(o *fn.KubeObject) error {
 	if err := s.setSelectors(o); err != nil {
 		return err
 	}
-	spec := o.GetMap("spec")
-	if spec == nil {
-		return nil
+	spec, err := mapAt(&o.SubObject, "spec")
+	if err != nil || spec == nil {
+		return err
 	}
 	if hasPodTemplate(o) {
-		if err := s.setPodTemplate(spec.GetMap("template")); err != nil {
-			if errors.Is(err, ErrTooLarge) {
+		if err := s.setPodTemplate(spec, "template"); err != nil {
+			if errors.Is(err, ErrTooLarge) || errors.Is(err, shape.ErrList) {
 				return err
 			}
 			return nil
 		}
 	}
 	if is(o, "batch", "", "CronJob") {
-		if err := s.setJobTemplate(spec.GetMap("jobTemplate")); err != nil {
+		if err := s.setJobTemplate(spec); err != nil {
 			return err
 		}
 	}
@@ -203,18 +205,19 @@ func isNetworkPolicy(o *fn.KubeObject) bool {
 	return is(o, "networking.k8s.io", "", "NetworkPolicy")
 }
 
-// setPodTemplate sets the labels on a pod template: metadata.labels
-// (created) and the selectors of its spec (setPodSpec).
-func (s *setter) setPodTemplate(pod *fn.SubObject) error {
-	if pod == nil {
-		return nil
+// setPodTemplate sets the labels on the pod template at parent's field k:
+// metadata.labels (created) and the selectors of its spec (setPodSpec).
+func (s *setter) setPodTemplate(parent *fn.SubObject, k string) error {
+	pod, err := mapAt(parent, k)
+	if err != nil || pod == nil {
+		return err
 	}
 	if err := s.set(pod, true, "metadata", "labels"); err != nil {
 		return err
 	}
-	spec := pod.GetMap("spec")
-	if spec == nil {
-		return nil
+	spec, err := mapAt(pod, "spec")
+	if err != nil || spec == nil {
+		return err
 	}
 	return s.setPodSpec(spec)
 }
@@ -233,16 +236,20 @@ func (s *setter) setPodSpec(spec *fn.SubObject) error {
 			return err
 		}
 	}
-	affinity := spec.GetMap("affinity")
-	if affinity == nil {
-		return nil
+	affinity, err := mapAt(spec, "affinity")
+	if err != nil || affinity == nil {
+		return err
 	}
 	for _, kind := range []string{"podAffinity", "podAntiAffinity"} {
 		if affinity.GetMap(kind) == nil {
 			continue
 		}
 		for _, term := range affinity.GetSlice("preferredDuringSchedulingIgnoredDuringExecution") {
-			if err := s.set(term.GetMap("podAffinityTerm"), false, "labelSelector", "matchLabels"); err != nil {
+			t, err := mapAt(term, "podAffinityTerm")
+			if err != nil {
+				return err
+			}
+			if err := s.set(t, false, "labelSelector", "matchLabels"); err != nil {
 				return err
 			}
 		}
@@ -255,24 +262,26 @@ func (s *setter) setPodSpec(spec *fn.SubObject) error {
 	return nil
 }
 
-// setJobTemplate sets the labels on a CronJob's job template:
-// metadata.labels (created), spec.selector.matchLabels (updated only) and
-// the pod template at spec.template.
-func (s *setter) setJobTemplate(job *fn.SubObject) error {
-	if job == nil {
-		return nil
+// setJobTemplate sets the labels on a CronJob's job template (the
+// jobTemplate of its spec): metadata.labels (created),
+// spec.selector.matchLabels (updated only) and the pod template at
+// spec.template.
+func (s *setter) setJobTemplate(cronSpec *fn.SubObject) error {
+	job, err := mapAt(cronSpec, "jobTemplate")
+	if err != nil || job == nil {
+		return err
 	}
 	if err := s.set(job, true, "metadata", "labels"); err != nil {
 		return err
 	}
-	spec := job.GetMap("spec")
-	if spec == nil {
-		return nil
+	spec, err := mapAt(job, "spec")
+	if err != nil || spec == nil {
+		return err
 	}
 	if err := s.set(spec, false, "selector", "matchLabels"); err != nil {
 		return err
 	}
-	return s.setPodTemplate(spec.GetMap("template"))
+	return s.setPodTemplate(spec, "template")
 }
 
 // setVolumeClaimTemplates sets the labels on each of a StatefulSet's
@@ -306,6 +315,16 @@ func (s *setter) setNetworkPolicyPeers(spec *fn.SubObject) error {
 		}
 	}
 	return nil
+}
+
+// mapAt is o.GetMap(k), the way the catalog reads the maps it walks
+// (nil when k is missing; a scalar is read as an empty map), but a list
+// is an error wrapping shape.ErrList (see package shape).
+func mapAt(o *fn.SubObject, k string) (*fn.SubObject, error) {
+	if shape.IsList(o, k) {
+		return nil, fmt.Errorf("%s: %w", k, shape.ErrList)
+	}
+	return o.GetMap(k), nil
 }
 
 // is says whether o is of the given group, version and kind, the way the

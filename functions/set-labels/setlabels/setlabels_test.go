@@ -685,3 +685,22 @@ spec:
 		})
 	}
 }
+
+// A list where a map the function walks belongs is an error result naming
+// the field; the SDK would read it as a map and, for a list of odd length,
+// end the process.
+func TestRunListForMap(t *testing.T) {
+	for _, tc := range []struct{ field, in string }{
+		{"spec", "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: d\nspec: [x]\n"},
+		{"template", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template: [x]\n"},
+		{"affinity", "apiVersion: v1\nkind: ReplicationController\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      affinity: [x]\n"},
+		{"jobTemplate", "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: d\nspec:\n  jobTemplate: [a, b, c]\n"},
+		{"podAffinityTerm", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  template:\n    spec:\n      affinity:\n        podAffinity: {}\n        preferredDuringSchedulingIgnoredDuringExecution:\n        - podAffinityTerm: [x]\n"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			ok, _, results := run(t, setLabelsConfig, tc.in)
+			assert.False(t, ok)
+			assert.Contains(t, results, "error: "+tc.field+": a list where a map was expected")
+		})
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/fnrunner/fnrunner/functions/internal/budget"
+	"github.com/fnrunner/fnrunner/functions/internal/shape"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -65,6 +66,9 @@ func run(rl *fn.ResourceList) error {
 	if rl.FunctionConfig == nil || rl.FunctionConfig.IsEmpty() {
 		return fmt.Errorf("upsert-resource: %w", errNoConfig)
 	}
+	if err := checkMetadata(rl); err != nil {
+		return fmt.Errorf("upsert-resource: %w", err)
+	}
 	// The resources to upsert are read in the functionConfig's nodes, not
 	// a copy of them (each upsert copies its resource), and left there.
 	config := rl.FunctionConfig.MoveToResourceNode()
@@ -93,6 +97,25 @@ func run(rl *fn.ResourceList) error {
 		}
 	}
 	rl.Items = fn.MoveToKubeObjects(p.items)
+	return nil
+}
+
+// checkMetadata refuses the items, the functionConfig or a List
+// functionConfig's items when their metadata is a list (see package
+// shape).
+func checkMetadata(rl *fn.ResourceList) error {
+	if err := shape.CheckMetadata(rl.Items); err != nil {
+		return err
+	}
+	if err := shape.CheckObjectMetadata(&rl.FunctionConfig.SubObject); err != nil {
+		return fmt.Errorf("functionConfig %w", err)
+	}
+	items, _, _ := rl.FunctionConfig.NestedSlice("items")
+	for i, o := range items {
+		if err := shape.CheckObjectMetadata(o); err != nil {
+			return fmt.Errorf("functionConfig item %d %w", i, err)
+		}
+	}
 	return nil
 }
 

@@ -159,6 +159,19 @@ def fnrunner_dependencies():
         cache = "linttools",
     )
 
+    # doublestar v4.0.2, which search-replace v0.2.0 is built with (the
+    # root module has v4.9), answering Match for the search-replace glob
+    # test (functions/search-replace/searchreplace).
+    module_binaries(
+        name = "doublestar402",
+        go_mod = Label("//tools/doublestar402:go.mod"),
+        go_sum = Label("//tools/doublestar402:go.sum"),
+        srcs = {Label("//tools/doublestar402:main.go"): "match/main.go"},
+        tools = {"doublestar402": "github.com/fnrunner/fnrunner/tools/doublestar402/match"},
+        what = "doublestar v4.0.2's Match",
+        cache = "doublestar402",
+    )
+
     # Debian's CA bundle, put into every image.
     host_file(
         name = "ca_certificates",

@@ -1,7 +1,8 @@
 """module_binaries: binaries built from a Go module of their own, kept out of
 the root go.mod: catalog function releases fnrunner does not link
-(tools/upstreamfns, as porch's runner runs them), and the linters
-(tools/lint/staticcheck).
+(tools/upstreamfns, as porch's runner runs them), the linters
+(tools/lint/staticcheck), and test oracles built on a release of a library
+the root module has at another version (tools/doublestar402).
 
 Each such directory is a Go module with one tool line per binary; its go.mod
 and go.sum are checked in and `go build -mod=readonly` verifies every module
@@ -15,6 +16,8 @@ load(":go_repos.bzl", "ENV_PASSTHROUGH", "execute", "fnrunner_cache_dir", "go_en
 
 def _module_binaries_impl(rctx):
     files = {"go.mod": rctx.read(rctx.attr.go_mod), "go.sum": rctx.read(rctx.attr.go_sum)}
+    for label, name in rctx.attr.srcs.items():
+        files[name] = rctx.read(label)
     goversion = execute(rctx, [host_go(rctx), "env", "GOVERSION"], "go env GOVERSION").stdout.strip()
     tools = rctx.attr.tools
     key = sha256_of(rctx, [name + "\n" + files[name] for name in sorted(files)] + [goversion] + ["%s=%s" % (out, tools[out]) for out in sorted(tools)])
@@ -23,7 +26,8 @@ def _module_binaries_impl(rctx):
         work = "_work"
         for name, text in files.items():
             rctx.file(work + "/" + name, text)
-        rctx.file(work + "/tools.go", "package tools\n")
+        if "tools.go" not in files:
+            rctx.file(work + "/tools.go", "package tools\n")
         verified_download(rctx, work, files["go.sum"])
         rctx.report_progress("building %s (once per machine)" % rctx.attr.what)
         tmp = cached + ".tmp"
@@ -63,7 +67,8 @@ module_binaries = repository_rule(
     attrs = {
         "go_mod": attr.label(mandatory = True, allow_single_file = True),
         "go_sum": attr.label(mandatory = True, allow_single_file = True),
-        "tools": attr.string_dict(mandatory = True, doc = "Output name to main package, each one of go.mod's tool lines."),
+        "tools": attr.string_dict(mandatory = True, doc = "Output name to main package: one of go.mod's tool lines, or a package of srcs."),
+        "srcs": attr.label_keyed_string_dict(allow_files = True, doc = "Go files of the module's own, each to its path in the module."),
         "what": attr.string(mandatory = True, doc = "What the binaries are, for progress and the BUILD file."),
         "cache": attr.string(mandatory = True, doc = "The directory of the fnrunner cache the builds are kept in."),
     },

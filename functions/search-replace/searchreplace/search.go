@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
@@ -45,7 +44,7 @@ func (s *searcher) search(node *yaml.RNode, b *budget.Budget) (matches []Match, 
 		// A bad pattern is reported as doublestar reports it, and only
 		// when there is a resource to match it against, as in the
 		// catalog's Perform.
-		ok, err := doublestar.Match(s.ByFilePath, filePath)
+		ok, err := matchFilePath(s.ByFilePath, filePath)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -17,7 +17,6 @@
 package node
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -25,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -36,13 +36,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -101,11 +95,27 @@ func hostState() map[string]string {
 	return st
 }
 
+// Options change the node's control plane.
+type Options struct {
+	// APIServerArgs are kube-apiserver flags beside the node's own (name
+	// without dashes → value), e.g. the aggregation layer's.
+	APIServerArgs map[string]string
+	// CRDDirectoryPaths are CRD files or directories installed before
+	// Start returns.
+	CRDDirectoryPaths []string
+}
+
 // Start brings a node up, waits until it is Ready, and tears it down (and
 // checks that nothing is left behind) when the test ends. It skips the test
 // (harness.Need: fails it under harness.RequireAllEnv=1) when this machine
 // cannot run a node: not root, or cgroup v2.
 func Start(t testing.TB) *Node {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options) *Node {
 	t.Helper()
 	// Network, mount and cgroup namespaces, containerd; kubelet runs on
 	// cgroup v1 (these machines'): the node does not set up cgroup v2 yet.
@@ -156,18 +166,7 @@ func Start(t testing.TB) *Node {
 	if err := n.network(filepath.Join(bin, "iptables"), filepath.Join(root, "usr/lib/x86_64-linux-gnu")); err != nil {
 		t.Fatalf("node network: %v", err)
 	}
-	n.Kube = kubetest.Start(t, kubetest.Options{
-		Address: n.HostIP,
-		// Pods reach kube-apiserver through the kubernetes Service.
-		ServingHosts: []string{n.HostIP, ServiceAPIAddress, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost", "127.0.0.1"},
-		APIServerArgs: map[string]string{
-			"advertise-address":         n.HostIP,
-			"service-cluster-ip-range":  ServiceCIDR,
-			"allow-privileged":          "true",
-			"enable-admission-plugins":  "ServiceAccount,NodeRestriction",
-			"disable-admission-plugins": "",
-		},
-	})
+	n.Kube = n.startControlPlane(t, opts)
 	// Registered after the control plane's: the node stops first, so that
 	// kube-apiserver is not stopped with the node's watches open.
 	t.Cleanup(n.stop)
@@ -250,6 +249,27 @@ func Start(t testing.TB) *Node {
 		t.Fatalf("node %s not Ready: %v\n%s", n.Name, err, n.logs())
 	}
 	return n
+}
+
+// startControlPlane starts kube-apiserver and etcd on the host's end of
+// the veth.
+func (n *Node) startControlPlane(t testing.TB, opts Options) *kubetest.Environment {
+	t.Helper()
+	args := map[string]string{
+		"advertise-address":         n.HostIP,
+		"service-cluster-ip-range":  ServiceCIDR,
+		"allow-privileged":          "true",
+		"enable-admission-plugins":  "ServiceAccount,NodeRestriction",
+		"disable-admission-plugins": "",
+	}
+	maps.Copy(args, opts.APIServerArgs)
+	return kubetest.Start(t, kubetest.Options{
+		Address: n.HostIP,
+		// Pods reach kube-apiserver through the kubernetes Service.
+		ServingHosts:      []string{n.HostIP, ServiceAPIAddress, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost", "127.0.0.1"},
+		APIServerArgs:     args,
+		CRDDirectoryPaths: opts.CRDDirectoryPaths,
+	})
 }
 
 // network creates the node's network namespace and the veth pair, and
@@ -399,109 +419,6 @@ func (n *Node) registry(t testing.TB) (string, error) {
 	return l.Addr().String(), nil
 }
 
-// PushBinaryImage pushes an image of one file, bin at path, with the
-// entrypoint and cmd given, to ref (in the node's registry, plain HTTP).
-func PushBinaryImage(ref, bin, path string, entrypoint, cmd []string) error {
-	img, err := BinaryImage(bin, path, entrypoint, cmd)
-	if err != nil {
-		return err
-	}
-	return PushImage(ref, img)
-}
-
-// PushImage pushes img to ref, in the node's registry (plain HTTP).
-func PushImage(ref string, img v1.Image) error {
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		return err
-	}
-	return remote.Write(r, img)
-}
-
-// BinaryImage is an image of one file, bin at path, with the entrypoint
-// and cmd given.
-func BinaryImage(bin, path string, entrypoint, cmd []string) (v1.Image, error) {
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := layerOf([]layerEntry{{header: tar.Header{Name: path, Mode: 0o755, Typeflag: tar.TypeReg}, data: data}})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.Config(img, v1.Config{Entrypoint: entrypoint, Cmd: cmd})
-}
-
-// PorchWrapperImage is porch's function-pod image laid out as porch's
-// func/Dockerfile-wrapperserver lays it out (v1.5.8): its wrapper-server
-// and grpc-health-probe, root's and mode 0555, in /home/nonroot/wrapper-server,
-// a cp (busybox, alpine's there) on the PATH, and user nonroot (10001).
-func PorchWrapperImage(wrapperServer, healthProbe, busybox string) (v1.Image, error) {
-	var entries []layerEntry
-	for _, d := range []struct {
-		path     string
-		uid, gid int
-	}{{"/bin", 0, 0}, {"/etc", 0, 0}, {"/home", 0, 0}, {"/home/nonroot", 10001, 10001}, {"/home/nonroot/wrapper-server", 0, 0}} {
-		entries = append(entries, layerEntry{header: tar.Header{Name: d.path + "/", Mode: 0o755, Uid: d.uid, Gid: d.gid, Typeflag: tar.TypeDir}})
-	}
-	for _, f := range []struct {
-		from, path string
-		mode       int64
-	}{{busybox, "/bin/busybox", 0o755}, {wrapperServer, "/home/nonroot/wrapper-server/wrapper-server", 0o555}, {healthProbe, "/home/nonroot/wrapper-server/grpc-health-probe", 0o555}} {
-		data, err := os.ReadFile(f.from)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, layerEntry{header: tar.Header{Name: f.path, Mode: f.mode, Typeflag: tar.TypeReg}, data: data})
-	}
-	for _, applet := range []string{"cp", "sh"} {
-		entries = append(entries, layerEntry{header: tar.Header{Name: "/bin/" + applet, Linkname: "busybox", Mode: 0o777, Typeflag: tar.TypeSymlink}})
-	}
-	entries = append(entries,
-		layerEntry{header: tar.Header{Name: "/etc/passwd", Mode: 0o644, Typeflag: tar.TypeReg}, data: []byte("root:x:0:0:root:/root:/bin/sh\nnonroot:x:10001:10001::/home/nonroot:/bin/sh\n")},
-		layerEntry{header: tar.Header{Name: "/etc/group", Mode: 0o644, Typeflag: tar.TypeReg}, data: []byte("root:x:0:\nnonroot:x:10001:\n")})
-	layer, err := layerOf(entries)
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.Config(img, v1.Config{User: "nonroot:nonroot", Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
-}
-
-// layerEntry is one file, directory or link of a layer.
-type layerEntry struct {
-	header tar.Header
-	data   []byte
-}
-
-// layerOf is a layer of the entries, in their order.
-func layerOf(entries []layerEntry) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		h := e.header
-		h.Name = strings.TrimPrefix(h.Name, "/")
-		h.Size = int64(len(e.data))
-		if err := tw.WriteHeader(&h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-}
-
 // startHolder starts the process that holds the node's namespaces: in its
 // network namespace, a private mount namespace with the node's own
 // /var/log, /var/lib/cni and /run/netns (pod network namespaces) mounted
@@ -623,143 +540,6 @@ func (n *Node) logs() string {
 	return b.String()
 }
 
-func (n *Node) writeContainerdConfig(root, pauseImage, sock string) error {
-	certs := filepath.Join(n.dir, "certs.d", n.Registry)
-	if err := os.MkdirAll(certs, 0o755); err != nil {
-		return err
-	}
-	hosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
-	if err := os.WriteFile(filepath.Join(certs, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-		return err
-	}
-	// docker.io is mirrored by the node's registry, as an air-gapped
-	// cluster mirrors it: porch's own templates name
-	// docker.io/nephio/porch-wrapper-server, unchanged.
-	mirror := filepath.Join(n.dir, "certs.d", "docker.io")
-	if err := os.MkdirAll(mirror, 0o755); err != nil {
-		return err
-	}
-	// The mirror is the only host: nothing is fetched from Docker Hub.
-	mirrorHosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n", n.Registry)
-	if err := os.WriteFile(filepath.Join(mirror, "hosts.toml"), []byte(mirrorHosts), 0o644); err != nil {
-		return err
-	}
-	cniConf := filepath.Join(n.dir, "cni")
-	if err := os.MkdirAll(cniConf, 0o755); err != nil {
-		return err
-	}
-	bridge := fmt.Sprintf(`{
-  "cniVersion": "0.4.0",
-  "name": "fnrunner-node",
-  "type": "bridge",
-  "bridge": "cni0",
-  "isGateway": true,
-  "isDefaultGateway": true,
-  "ipMasq": true,
-  "hairpinMode": true,
-  "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
-}
-`, PodCIDR, filepath.Join(n.dir, "ipam"))
-	if err := os.WriteFile(filepath.Join(cniConf, "10-bridge.conf"), []byte(bridge), 0o644); err != nil {
-		return err
-	}
-	cfg := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp"]
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[5]q
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = %[6]q
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[7]q
-    conf_dir = %[8]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[9]q
-`, filepath.Join(n.dir, "containerd/root"), filepath.Join(n.dir, "containerd/state"), sock, sock+".ttrpc",
-		pauseImage, filepath.Join(root, "usr/sbin/runc"), filepath.Join(root, "usr/lib/cni"), cniConf, filepath.Join(n.dir, "certs.d"))
-	return os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(cfg), 0o644)
-}
-
-// CgroupRoot is the cgroup the node's pods live under, in every hierarchy.
-func (n *Node) CgroupRoot() string { return "/fnrunner-" + n.id }
-
-func (n *Node) writeKubeletConfig(sock string) error {
-	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: %[1]s
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-authorization:
-  mode: Webhook
-cgroupDriver: cgroupfs
-cgroupRoot: %[2]s
-failCgroupV1: false
-failSwapOn: false
-containerRuntimeEndpoint: unix://%[3]s
-imageServiceEndpoint: unix://%[3]s
-clusterDomain: %[4]s
-clusterDNS: [%[1]s]
-resolvConf: ""
-staticPodPath: ""
-registerNode: true
-serializeImagePulls: false
-evictionHard:
-  memory.available: "1Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
-  nodefs.inodesFree: "1%%"
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-protectKernelDefaults: true
-volumePluginDir: %[5]s
-nodeStatusUpdateFrequency: 2s
-syncFrequency: 5s
-fileCheckFrequency: 5s
-`, n.NodeIP, n.CgroupRoot(), sock, ClusterDomain, filepath.Join(n.dir, "volume-plugins"))
-	return os.WriteFile(filepath.Join(n.dir, "kubelet.yaml"), []byte(cfg), 0o644)
-}
-
-func (n *Node) writeKubeProxyConfig(kubeconfig string) error {
-	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: iptables
-clusterCIDR: %[1]s
-hostnameOverride: %[2]s
-bindAddress: %[3]s
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-clientConnection:
-  kubeconfig: %[4]s
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-`, PodCIDR, n.Name, n.NodeIP, kubeconfig)
-	return os.WriteFile(filepath.Join(n.dir, "kube-proxy.yaml"), []byte(cfg), 0o644)
-}
-
 func (n *Node) waitReady(timeout time.Duration) error {
 	return harness.Poll(timeout, 250*time.Millisecond, func() error {
 		for _, p := range n.procs {
@@ -833,131 +613,6 @@ func (n *Node) teardown(t testing.TB) {
 	} else {
 		t.Logf("node files kept in %s (the next node test removes them)", n.dir)
 	}
-}
-
-// cgroupDirs are the node's cgroup directories in every hierarchy.
-func (n *Node) cgroupDirs() []string {
-	var out []string
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, r := range roots {
-		d := filepath.Join(r, n.CgroupRoot())
-		if _, err := os.Stat(d); err == nil {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// makeCgroups creates the node's cgroup in every hierarchy (kubelet wants
-// its --cgroup-root to exist), with cpuset's CPUs and memory nodes copied
-// from the root (a cgroup v1 cpuset starts empty).
-func (n *Node) makeCgroups() error {
-	roots, err := filepath.Glob("/sys/fs/cgroup/*")
-	if err != nil {
-		return err
-	}
-	for _, r := range roots {
-		if _, err := os.Stat(filepath.Join(r, "cgroup.procs")); err != nil {
-			continue // not a hierarchy
-		}
-		d := filepath.Join(r, n.CgroupRoot())
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if b, err := os.ReadFile(filepath.Join(r, f)); err == nil {
-				if err := os.WriteFile(filepath.Join(d, f), b, 0o644); err != nil {
-					return fmt.Errorf("%s: %w", filepath.Join(d, f), err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func (n *Node) killCgroups() {
-	for _, d := range n.cgroupDirs() {
-		_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-			if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
-				return nil
-			}
-			b, _ := os.ReadFile(p)
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
-	}
-}
-
-func (n *Node) killShims() {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, c := range procs {
-		b, err := os.ReadFile(c)
-		if err != nil || !bytes.Contains(b, []byte(n.dir+"/")) {
-			continue
-		}
-		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c))); err == nil && pid != os.Getpid() {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-}
-
-// removeCgroups removes the node's cgroups, deepest first, waiting for the
-// killed processes to leave them.
-func (n *Node) removeCgroups() error {
-	return harness.Poll(20*time.Second, 250*time.Millisecond, func() error {
-		// A process that forked while the last round killed is killed now.
-		n.killCgroups()
-		var last error
-		for _, d := range n.cgroupDirs() {
-			var dirs []string
-			_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-				if err == nil && info.IsDir() {
-					dirs = append(dirs, p)
-				}
-				return nil
-			})
-			for i := len(dirs) - 1; i >= 0; i-- {
-				if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
-					last = fmt.Errorf("%s: %w", dirs[i], err)
-				}
-			}
-		}
-		return last
-	})
-}
-
-// leftovers lists what of the node still exists on the host.
-func (n *Node) leftovers() []string {
-	var left []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, c := range procs {
-		if b, err := os.ReadFile(c); err == nil && bytes.Contains(b, []byte(n.dir+"/")) {
-			left = append(left, "process "+filepath.Base(filepath.Dir(c))+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(b, []byte(n.dir)) {
-		left = append(left, "mounts under "+n.dir)
-	}
-	if _, err := os.Stat(filepath.Join("/run/netns", n.netns)); err == nil {
-		left = append(left, "network namespace "+n.netns)
-	}
-	if _, err := net.InterfaceByName(n.veth); err == nil {
-		left = append(left, "interface "+n.veth)
-	}
-	for _, d := range n.cgroupDirs() {
-		left = append(left, "cgroup "+d)
-	}
-	for k, v := range hostState() {
-		if was := n.before[k]; was != v {
-			left = append(left, fmt.Sprintf("%s changed from %s to %s", k, was, v))
-		}
-	}
-	return left
 }
 
 // ContainerProcesses lists the pids of a container's processes (id is the

@@ -27,8 +27,7 @@ const (
 // grown are the files and functions past the limits when the rule came,
 // each at most its size then: to be split by concern (issue 36).
 var grown = map[string]int{
-	"tests/node/node.go":       1009,
-	"tests/node/node.go:Start": 148,
+	"tests/node/node.go:StartWith": 148,
 }
 
 func TestFilesAndFunctionsStaySmall(t *testing.T) {

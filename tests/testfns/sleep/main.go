@@ -1,4 +1,4 @@
-// Command sleepfn is the KRM function porch's e2e suites run as
+// Command sleep is the KRM function porch's e2e suites run as
 // `sleep:latest`, which has no published source: it waits as long as its
 // functionConfig says, then answers the ResourceList unchanged. The
 // ConfigMap's data.sleepSeconds is whole seconds (TestPodEvaluatorSequential

@@ -75,7 +75,7 @@ func TestHardenedNetworkPolicyFlows(t *testing.T) {
 		internet    = &matcher.TrafficPeer{IP: "203.0.113.7"}
 	)
 	grpc := func(name string) int { return ports[name]["grpc"] }
-	const wrapper, wrapperMetrics = 9446, 9094
+	const wrapper, wrapperMetrics, otelMetrics = 9446, 9094, 9464
 	for _, tc := range []struct {
 		from, to string
 		src, dst *matcher.TrafficPeer
@@ -98,6 +98,9 @@ func TestHardenedNetworkPolicyFlows(t *testing.T) {
 		{"pod-manager", "cluster DNS", podManager, kubeDNS, 53, corev1.ProtocolUDP, true},
 		{"prometheus", "gateway's metrics", prometheus, gateway, ports["fnrunner-gateway"]["metrics"], corev1.ProtocolTCP, true},
 		{"prometheus", "a function pod's metrics", prometheus, functionPod, wrapperMetrics, corev1.ProtocolTCP, true},
+		{"prometheus", "gateway's metrics on porch's port", prometheus, gateway, otelMetrics, corev1.ProtocolTCP, true},
+		{"prometheus", "a function pod's metrics on porch's port", prometheus, functionPod, otelMetrics, corev1.ProtocolTCP, true},
+		{"another namespace's pod", "a function pod's metrics on porch's port", tenant, functionPod, otelMetrics, corev1.ProtocolTCP, false},
 		// What function code could try: from a function pod, and from the
 		// binary-runner's pod (its binary functions run there).
 		{"a function pod", "the apiserver", functionPod, apiserver, 443, corev1.ProtocolTCP, false},

@@ -221,7 +221,7 @@ func (k *Kubelet) start(ctx context.Context, p *corev1.Pod) {
 	}
 	cmd := exec.Command(k.WrapperServer, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	k.containerEnv(cmd, p)
+	k.containerEnv(cmd, p, ip)
 	if err := cmd.Start(); err != nil {
 		k.setStatus(ctx, p, corev1.PodFailed, "", false, nil)
 		return
@@ -324,13 +324,14 @@ func (k *Kubelet) writeEndpointSlice(ctx context.Context, p *corev1.Pod, ip stri
 
 // containerEnv gives cmd the function container's environment and working
 // directory: the image config's Env and WorkingDir, then the container's
-// env (literal values) over them.
-func (k *Kubelet) containerEnv(cmd *exec.Cmd, p *corev1.Pod) {
+// env (literal values) over them. An address of all a pod's interfaces
+// (OTEL_EXPORTER_PROMETHEUS_HOST=0.0.0.0, porch's) becomes ip, the pod's
+// own here: the pods share the host's network.
+func (k *Kubelet) containerEnv(cmd *exec.Cmd, p *corev1.Pod, ip string) {
 	image := podImage(p)
-	repo := image
-	if i := strings.Index(repo, "@"); i >= 0 {
-		repo = repo[:i]
-	} else if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+	// name[:tag][@digest]: the repository is what precedes both.
+	repo, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
 		repo = repo[:i]
 	}
 	cfg, ok := k.Images[repo]
@@ -343,7 +344,11 @@ func (k *Kubelet) containerEnv(cmd *exec.Cmd, p *corev1.Pod) {
 			continue
 		}
 		for _, e := range c.Env {
-			env = append(env, e.Name+"="+e.Value) // the later one wins, as in exec
+			v := e.Value
+			if e.Name == "OTEL_EXPORTER_PROMETHEUS_HOST" && (v == "0.0.0.0" || v == "::") {
+				v = ip
+			}
+			env = append(env, e.Name+"="+v) // the later one wins, as in exec
 		}
 	}
 	cmd.Env = env

@@ -52,6 +52,19 @@ type Spec struct {
 	PullSecret string
 }
 
+// ContainerImage is the function container's image: Image, with the tag
+// the call named before the digest (name:tag@sha256:…). The runtime pulls
+// the digest alone; the tag shows what was asked for, to an operator and
+// to tools that look for a function's pods by its tag, as porch's e2e
+// tests do. A pod serves every tag of its digest, and shows the first.
+func (s *Spec) ContainerImage() string {
+	repo, digest, pinned := strings.Cut(s.Image, "@")
+	if s.Function.Tag == "" || !pinned {
+		return s.Image
+	}
+	return repo + ":" + s.Function.Tag + "@" + digest
+}
+
 // Backend creates pods in Namespace. It implements podcache.Backend.
 type Backend struct {
 	Client             client.Client
@@ -126,7 +139,7 @@ func (b *Backend) pod(name string, key podcache.Key, spec *Spec, tpl *corev1.Pod
 		if c.Name != templatemerge.FunctionContainer {
 			continue
 		}
-		c.Image = spec.Image
+		c.Image = spec.ContainerImage()
 		c.Args = append(c.Args, "--max-request-body-size", strconv.Itoa(b.MaxRequestBodySize))
 		if ownWrapper(tpl.Spec) {
 			// Only fnrunner's wrapper-server has these flags: porch's

@@ -32,7 +32,12 @@ const (
 	// WrapperMetricsPort is the wrapper-server's Prometheus port in
 	// function pods (the services have 9090 to 9093).
 	WrapperMetricsPort = 9094
-	toolsVolume        = "wrapper-server-tools"
+	// OTelMetricsPort is where porch's runner and its wrapper-servers serve
+	// Prometheus metrics (OTEL_EXPORTER_PROMETHEUS_PORT's default), with
+	// the OpenTelemetry gRPC names (rpc_server_*): the wrapper-server serves
+	// them there too, as porch's inline pod template has it.
+	OTelMetricsPort = 9464
+	toolsVolume     = "wrapper-server-tools"
 	// tmpVolume is the function container's /tmp: the wrapper-server makes
 	// each call's private directory there, and a function image may have
 	// no /tmp at all (one built from scratch).
@@ -81,7 +86,18 @@ func DefaultPodTemplate(namespace, wrapperImage string) *corev1.PodTemplate {
 				Image:   wrapperImage,
 				Command: []string{ToolsDir + "/wrapper-server"},
 				Args:    []string{"--port", fmt.Sprint(WrapperPort), "--metrics-address", fmt.Sprintf(":%d", WrapperMetricsPort)},
-				Ports:   []corev1.ContainerPort{{Name: "grpc", ContainerPort: WrapperPort}, {Name: "metrics", ContainerPort: WrapperMetricsPort}},
+				Ports: []corev1.ContainerPort{
+					{Name: "grpc", ContainerPort: WrapperPort},
+					{Name: "metrics", ContainerPort: WrapperMetricsPort},
+					{Name: "otel-metrics", ContainerPort: OTelMetricsPort},
+				},
+				// porch's inline template's: OpenTelemetry's metrics on
+				// 0.0.0.0:9464, no traces.
+				Env: []corev1.EnvVar{
+					{Name: "OTEL_METRICS_EXPORTER", Value: "prometheus"},
+					{Name: "OTEL_TRACES_EXPORTER", Value: "none"},
+					{Name: "OTEL_EXPORTER_PROMETHEUS_HOST", Value: "0.0.0.0"},
+				},
 				// The tools read-only here: a function (without the
 				// sandbox's landlock layer) could otherwise replace the
 				// wrapper-server or fnsandbox, which every later helper

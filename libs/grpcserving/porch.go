@@ -42,8 +42,8 @@ func porchFlags() []porchFlag {
 		{name: "max-parallel-pods-per-function", owner: "pod-manager"},
 		{name: "function-pod-template", owner: "function pods are made from ServiceTemplates (config.porch.kpt.dev/v1alpha1), not from a ConfigMap: the ConfigMap it names is not read; put its pod spec in a ServiceTemplate", unsupported: true},
 		{name: "max-request-body-size", owner: "gateway, binary-runner and pod-manager (which passes it to every wrapper-server); the config-reconciler has its own --max-message-size"},
-		{name: "config", owner: "no service (porch deprecated it; FunctionConfigs replace it)", deprecated: true},
-		{name: "pod-cache-config", owner: "no service (porch deprecated it; FunctionConfigs replace it)", deprecated: true},
+		{name: "config", owner: "no service (porch deprecated it; FunctionConfigs replace it: fnctl from-porch writes them from this file)", deprecated: true},
+		{name: "pod-cache-config", owner: "no service (porch deprecated it; FunctionConfigs replace it: fnctl from-porch writes them from this file)", deprecated: true},
 	}
 }
 

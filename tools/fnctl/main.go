@@ -46,6 +46,8 @@ Commands:
             fnctl eval --image apply-replacements:v0.1.5 --fn-config r.yaml < resources.yaml
   render  run a kpt package's Kptfile pipeline and write the package back
             fnctl render ./my-package
+  from-porch  write the FunctionConfigs that reproduce porch v1.5's runner --config and --pod-cache-config
+            fnctl from-porch --config config.yaml --pod-cache-config pod-cache-config.yaml > fcs.yaml
 
 Run 'fnctl COMMAND --help' for a command's flags.
 `
@@ -124,6 +126,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return eval(ctx, args[1:], stdin, stdout, stderr)
 	case "render":
 		return render(ctx, args[1:], stdout, stderr)
+	case "from-porch":
+		return fromPorch(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "fnctl: unknown command %q\n\n%s", args[0], usage)
 		return exitError{2}

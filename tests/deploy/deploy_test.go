@@ -6,6 +6,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,13 +54,33 @@ func workloadPods(t *testing.T, o *unstructured.Unstructured) *corev1.PodTemplat
 	return &w.Spec.Template
 }
 
+// render builds deploy/overlays/<overlay>. "from-porch+hardened" is the
+// overlay an operator beside porch writes: from-porch in porch-fn-system
+// with deploy/components/hardened (each name after a "+" a component).
 func render(t *testing.T, overlay string) []*unstructured.Unstructured {
 	t.Helper()
-	dir := filepath.Join("deploy", "overlays", overlay)
+	name, components, _ := strings.Cut(overlay, "+")
+	dir := harness.Source(t, filepath.Join("deploy", "overlays", name))
+	if components != "" {
+		top := t.TempDir()
+		rel := func(p string) string {
+			abs, err := filepath.Abs(p)
+			require.NoError(t, err)
+			r, err := filepath.Rel(top, abs)
+			require.NoError(t, err)
+			return r
+		}
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: porch-fn-system\nresources:\n- " + rel(dir) + "\ncomponents:\n"
+		for _, c := range strings.Split(components, "+") {
+			k += "- " + rel(harness.Source(t, filepath.Join("deploy", "components", c))) + "\n"
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(top, "kustomization.yaml"), []byte(k), 0o644))
+		dir = top
+	}
 	opts := krusty.MakeDefaultOptions()
 	// Runfiles are symlinks into the source tree.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
-	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), harness.Source(t, dir))
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
 	require.NoError(t, err, "kustomize %s", overlay)
 	var out []*unstructured.Unstructured
 	for _, r := range m.Resources() {
@@ -390,7 +411,14 @@ func TestFromPorchOverlay(t *testing.T) {
 // and every address a service dials another by is a name that service's
 // certificate holds (TLS verifies the dialled name).
 func TestMTLSOverlay(t *testing.T) {
-	objs := render(t, "mtls")
+	for _, overlay := range []string{"mtls", "from-porch+mtls", "from-porch+hardened+mtls"} {
+		// from-porch's FunctionConfig CRD is porch's, installed before
+		// it (TestFromPorchOverlay applies it so).
+		t.Run(overlay, func(t *testing.T) { checkMTLS(t, render(t, overlay), overlay == "mtls") })
+	}
+}
+
+func checkMTLS(t *testing.T, objs []*unstructured.Unstructured, applies bool) {
 	certNames := map[string][]string{} // secret → dnsNames
 	var workloads []*unstructured.Unstructured
 	for _, o := range objs {
@@ -472,6 +500,9 @@ func TestMTLSOverlay(t *testing.T) {
 		assert.True(t, covered, "address %s: no certificate names %s", addr, host)
 	}
 
+	if !applies {
+		return
+	}
 	// What is not cert-manager's applies to a real apiserver.
 	env := kubetest.Start(t, kubetest.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 	var plain []*unstructured.Unstructured
@@ -491,7 +522,7 @@ func TestMTLSOverlay(t *testing.T) {
 // its own objects).
 func TestMemoryLimitsCoverAdmission(t *testing.T) {
 	const headroom = 256 << 20
-	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch"} {
+	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch", "from-porch+hardened", "from-porch+mtls", "from-porch+hardened+mtls"} {
 		for _, o := range render(t, overlay) {
 			if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
 				continue
@@ -537,7 +568,7 @@ func TestMemoryLimitsCoverAdmission(t *testing.T) {
 // pods carry app.kubernetes.io/part-of=fnrunner, its selector does not
 // (a selector cannot change on an installed Deployment).
 func TestPodsCarryPartOf(t *testing.T) {
-	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch"} {
+	for _, overlay := range []string{"local", "ha", "hardened", "mtls", "from-porch", "from-porch+hardened", "from-porch+mtls", "from-porch+hardened+mtls"} {
 		for _, o := range render(t, overlay) {
 			if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
 				continue

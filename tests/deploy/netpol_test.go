@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/fnrunner/fnrunner/services/pod-manager/kube"
@@ -22,7 +23,12 @@ import (
 // bridge CNI does not enforce NetworkPolicies, so this is where their
 // flows are checked.
 func TestHardenedNetworkPolicyFlows(t *testing.T) {
-	objs := render(t, "hardened")
+	for _, overlay := range []string{"hardened", "from-porch+hardened"} {
+		t.Run(overlay, func(t *testing.T) { checkFlows(t, render(t, overlay)) })
+	}
+}
+
+func checkFlows(t *testing.T, objs []*unstructured.Unstructured) {
 	var policies []*networkingv1.NetworkPolicy
 	labels := map[string]map[string]string{} // workload → its pods' labels
 	ports := map[string]map[string]int{}     // workload → port name → number

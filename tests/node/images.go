@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -67,16 +68,25 @@ func PorchWrapperImage(wrapperServer, healthProbe, busybox string) (v1.Image, er
 // PorchRunnerImage is porch's function-runner image laid out as porch's
 // func/Dockerfile lays it out (v1.5.8): its server and grpc-health-probe,
 // root's and mode 0555, and config (the exec runtime's --config), mode
-// 0444, in /home/nonroot; a functions directory beside them for the
-// binaries config names; busybox's sh and cp (alpine's there); user
-// nonroot (10001).
-func PorchRunnerImage(server, healthProbe, busybox string, config []byte) (v1.Image, error) {
-	return nonrootImage([]string{"/home/nonroot/functions"}, []imageFile{
+// 0444, in /home/nonroot; functions (file name → binary) in
+// /home/nonroot/functions, root's and mode 0555, for the exec runtime
+// config names; busybox's sh and cp (alpine's there); user nonroot (10001).
+func PorchRunnerImage(server, healthProbe, busybox string, config []byte, functions map[string]string) (v1.Image, error) {
+	files := []imageFile{
 		{from: busybox, path: "/bin/busybox", mode: 0o755},
 		{from: server, path: "/home/nonroot/server", mode: 0o555},
 		{from: healthProbe, path: "/home/nonroot/grpc-health-probe", mode: 0o555},
 		{data: config, path: "/home/nonroot/config.yaml", mode: 0o444},
-	})
+	}
+	names := make([]string, 0, len(functions))
+	for name := range functions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		files = append(files, imageFile{from: functions[name], path: "/home/nonroot/functions/" + name, mode: 0o555})
+	}
+	return nonrootImage([]string{"/home/nonroot/functions"}, files)
 }
 
 // imageFile is a file of an image: the file at from, or data.

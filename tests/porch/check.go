@@ -17,12 +17,18 @@ import (
 // entry of expected.yaml for this runner whose test no longer fails.
 func RunAndCheck(t *testing.T, e *Env, runner, expectedPath string) []Run {
 	t.Helper()
+	return RunAndCheckSuites(t, e, runner, expectedPath, e.Suites(t))
+}
+
+// RunAndCheckSuites is RunAndCheck for the suites given.
+func RunAndCheckSuites(t *testing.T, e *Env, runner, expectedPath string, suites []Suite) []Run {
+	t.Helper()
 	expected, err := ReadExpected(expectedPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var runs []Run
-	for _, s := range e.Suites(t) {
+	for _, s := range suites {
 		// The suites' output goes to stderr: rules_go reads the test's
 		// stdout into test.xml, and porch's test names are not ours.
 		fmt.Fprintf(os.Stderr, "=== porch's %s suite against %s\n", s.Name, runner)

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
@@ -72,6 +73,13 @@ func FromEnv(t testing.TB) Binaries {
 	}
 }
 
+// Manifests are the objects of file in porch's deployments/porch, as an
+// operator deploys them.
+func (b Binaries) Manifests(t testing.TB, file string) []*unstructured.Unstructured {
+	t.Helper()
+	return readObjects(t, filepath.Join(b.Src, "deployments/porch", file))
+}
+
 // Env is a running porch with its control plane and Gitea.
 type Env struct {
 	Bins       Binaries
@@ -79,7 +87,36 @@ type Env struct {
 	Kube       *kubetest.Environment
 	KubeConfig string
 	Gitea      *Gitea
-	procs      []*proc
+	// Runner is porch-server's --function-runner.
+	Runner string
+	procs  []*proc
+}
+
+// CRDs are porch's own CRDs, which its control plane needs before
+// porch-server starts.
+func (b Binaries) CRDs() []string {
+	return []string{
+		filepath.Join(b.Src, "api/porchconfig/v1alpha1/config.porch.kpt.dev_repositories.yaml"),
+		filepath.Join(b.Src, "internal/api/porchinternal/v1alpha1/config.porch.kpt.dev_packagerevs.yaml"),
+	}
+}
+
+// AggregationArgs are the kube-apiserver flags of the aggregation layer,
+// with a front-proxy client certificate made in dir: kube-apiserver
+// proxies porch.kpt.dev to porch-server and says who asked in these
+// headers.
+func AggregationArgs(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	proxy := testcerts.GenerateFor(t, dir, "front-proxy-client", []string{"front-proxy-client"})
+	return map[string]string{
+		"requestheader-client-ca-file":       proxy.CA,
+		"requestheader-allowed-names":        "front-proxy-client",
+		"requestheader-username-headers":     "X-Remote-User",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"proxy-client-cert-file":             proxy.Cert,
+		"proxy-client-key-file":              proxy.Key,
+	}
 }
 
 // Start brings up the control plane, Gitea and porch-server; porch-server
@@ -91,44 +128,59 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 	if !InNamespace() {
 		t.Fatal("tests/porch: the package's TestMain must be porch.InNetworkNamespace")
 	}
-	ctx := context.Background()
-	e := &Env{Bins: bins, Dir: t.TempDir()}
-	proxy := testcerts.GenerateFor(t, e.Dir, "front-proxy-client", []string{"front-proxy-client"})
-	e.Kube = kubetest.Start(t, kubetest.Options{
-		CRDDirectoryPaths: append([]string{
-			filepath.Join(bins.Src, "api/porchconfig/v1alpha1/config.porch.kpt.dev_repositories.yaml"),
-			filepath.Join(bins.Src, "internal/api/porchinternal/v1alpha1/config.porch.kpt.dev_packagerevs.yaml"),
-		}, crds...),
-		// The aggregation layer: kube-apiserver proxies porch.kpt.dev to
-		// porch-server and says who asked in these headers.
-		APIServerArgs: map[string]string{
-			// The namespace has no default route to pick an address from.
-			"advertise-address":                  "127.0.0.1",
-			"requestheader-client-ca-file":       proxy.CA,
-			"requestheader-allowed-names":        "front-proxy-client",
-			"requestheader-username-headers":     "X-Remote-User",
-			"requestheader-group-headers":        "X-Remote-Group",
-			"requestheader-extra-headers-prefix": "X-Remote-Extra-",
-			"proxy-client-cert-file":             proxy.Cert,
-			"proxy-client-key-file":              proxy.Key,
-		},
-	})
+	dir := t.TempDir()
+	args := AggregationArgs(t, dir)
+	// The namespace has no default route to pick an address from.
+	args["advertise-address"] = "127.0.0.1"
+	kube := kubetest.Start(t, kubetest.Options{CRDDirectoryPaths: append(bins.CRDs(), crds...), APIServerArgs: args})
+	e := &Env{Bins: bins, Dir: dir, Kube: kube, Runner: RunnerAddress}
 	t.Cleanup(e.stop)
-	e.KubeConfig = filepath.Join(e.Dir, "kubeconfig")
-	writeFile(t, e.KubeConfig, e.Kube.KubeConfig)
-	ca := filepath.Join(e.Dir, "ca.crt")
-	writeFile(t, ca, e.Kube.Config.CAData)
+	e.writeKubeConfig(t)
 	// Namespaces are deleted, and what they held collected, by
 	// kube-controller-manager: the suites delete theirs.
 	e.start(t, "kube-controller-manager", bins.KubeControllerManager, []string{
-		"--kubeconfig=" + e.KubeConfig, "--leader-elect=false", "--root-ca-file=" + ca,
+		"--kubeconfig=" + e.KubeConfig, "--leader-elect=false", "--root-ca-file=" + filepath.Join(e.Dir, "ca.crt"),
 		"--controllers=*,-serviceaccount-token,-csrsigning,-csrapproving,-nodeipam",
 		"--bind-address=127.0.0.1", "--use-service-account-credentials=false",
 	}, nil, "")
+	e.startPorch(t, startRunner)
+	return e
+}
 
+// StartOn brings up Gitea and porch-server on a control plane the caller
+// started, with AggregationArgs, bins.CRDs and a kube-controller-manager
+// of its own; porch-server calls runner, which startRunner must make
+// answer. porch-server and Gitea listen on loopback: the caller's network
+// namespace must be kube-apiserver's, and one of its own
+// (InNetworkNamespace).
+func StartOn(t *testing.T, bins Binaries, kube *kubetest.Environment, runner string, startRunner func(e *Env) error) *Env {
+	t.Helper()
+	harness.NeedRoot(t, "porch's suites in a network namespace")
+	if !InNamespace() {
+		t.Fatal("tests/porch: the package's TestMain must be porch.InNetworkNamespace")
+	}
+	e := &Env{Bins: bins, Dir: t.TempDir(), Kube: kube, Runner: runner}
+	t.Cleanup(e.stop)
+	e.writeKubeConfig(t)
+	e.startPorch(t, startRunner)
+	return e
+}
+
+func (e *Env) writeKubeConfig(t testing.TB) {
+	t.Helper()
+	e.KubeConfig = filepath.Join(e.Dir, "kubeconfig")
+	writeFile(t, e.KubeConfig, e.Kube.KubeConfig)
+	writeFile(t, filepath.Join(e.Dir, "ca.crt"), e.Kube.Config.CAData)
+}
+
+// startPorch creates porch's local configuration, starts the runner,
+// Gitea and porch-server, and waits until porch's API is served.
+func (e *Env) startPorch(t *testing.T, startRunner func(e *Env) error) {
+	t.Helper()
+	ctx := context.Background()
 	// porch's local configuration: its namespace, the APIService and the
 	// ExternalName Service behind it.
-	objs := readObjects(t, filepath.Join(bins.Src, "deployments/local/localconfig.yaml"))
+	objs := readObjects(t, filepath.Join(e.Bins.Src, "deployments/local/localconfig.yaml"))
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Service":
@@ -136,7 +188,8 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 		case "APIService":
 			require(t, unstructured.SetNestedField(o.Object, int64(porchPort), "spec", "service", "port"))
 		}
-		if err := e.Kube.Client.Create(ctx, o); err != nil {
+		// A second porch on one control plane finds them there.
+		if err := e.Kube.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
@@ -147,7 +200,7 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 	}
 
 	var err error
-	e.Gitea, err = StartGitea(ctx, bins.Gitea, bins.GiteaStatic, filepath.Join(bins.Src, "test/pkgs/test-pkgs/test-blueprints.bundle"), filepath.Join(e.Dir, "gitea"))
+	e.Gitea, err = StartGitea(ctx, e.Bins.Gitea, e.Bins.GiteaStatic, filepath.Join(e.Bins.Src, "test/pkgs/test-pkgs/test-blueprints.bundle"), filepath.Join(e.Dir, "gitea"))
 	if err != nil {
 		t.Fatalf("gitea: %v", err)
 	}
@@ -166,7 +219,6 @@ func Start(t *testing.T, bins Binaries, crds []string, startRunner func(e *Env) 
 	}); err != nil {
 		t.Fatalf("porch.kpt.dev/v1alpha1 not served through the APIService: %v\n%s", err, e.logs())
 	}
-	return e
 }
 
 // startPorchServer starts porch-server with porch's flags for a run
@@ -183,7 +235,7 @@ func (e *Env) startPorchServer(t testing.TB) {
 		fmt.Sprintf("--secure-port=%d", porchPort), "--bind-address=127.0.0.1",
 		"--cert-dir=" + certs,
 		"--cache-directory=" + filepath.Join(e.Dir, "porch-cache"),
-		"--function-runner=" + RunnerAddress,
+		"--function-runner=" + e.Runner,
 		"--repo-sync-frequency=60s",
 		"--max-request-body-size=6291456",
 		"--v=2",
@@ -209,11 +261,17 @@ type Suite struct {
 	Env []string
 	// Timeout is the suite binary's -test.timeout.
 	Timeout time.Duration
+	// Run, when set, is the suite binary's -test.run: the tests it runs.
+	Run string
 }
 
 // Run runs a suite with `-test.v` and returns its output and what it took.
 func (e *Env) Run(ctx context.Context, s Suite, out io.Writer) (string, time.Duration, error) {
-	cmd := exec.CommandContext(ctx, s.Binary, "-test.v", "-test.timeout="+s.Timeout.String())
+	args := []string{"-test.v", "-test.timeout=" + s.Timeout.String()}
+	if s.Run != "" {
+		args = append(args, "-test.run="+s.Run)
+	}
+	cmd := exec.CommandContext(ctx, s.Binary, args...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.KubeConfig)
 	cmd.Env = append(cmd.Env, s.Env...)
@@ -385,5 +443,22 @@ func (e *Env) Suites(t testing.TB) []Suite {
 	return []Suite{
 		{Name: "api", Binary: e.Bins.APISuite, Dir: filepath.Join(src, "test/e2e/api"), Env: []string{"E2E=1"}, Timeout: 30 * time.Minute},
 		{Name: "fn_runner", Binary: e.Bins.FnRunnerSuite, Dir: fnDir, Env: []string{"TPP=1"}, Timeout: 15 * time.Minute},
+	}
+}
+
+// PodTests are porch's api tests that need function pods: they run when
+// porch's namespace has a function-runner Service with a selector (porch's
+// runner in the cluster).
+var PodTests = []string{"TestPodEvaluator", "TestPodEvaluatorSequentialParallel", "TestPodEvaluatorParallelExecution", "TestMetricsEndpoint"}
+
+// PodSuite is porch's api suite, its PodTests only, as suite "api-pods",
+// with the function images under registry (KRM_FN_REGISTRY_URL, which the
+// suite puts before every image it names).
+func (e *Env) PodSuite(registry string) Suite {
+	return Suite{
+		Name: "api-pods", Binary: e.Bins.APISuite, Dir: filepath.Join(e.Dir, "src", "test/e2e/api"),
+		Env:     []string{"E2E=1", "KRM_FN_REGISTRY_URL=" + registry},
+		Timeout: 15 * time.Minute,
+		Run:     "^TestE2E$/^(" + strings.Join(PodTests, "|") + ")$",
 	}
 }

@@ -2,7 +2,6 @@ package porchconfig_test
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/fnrunner/fnrunner/libs/apis/config/v1alpha1"
 	"github.com/fnrunner/fnrunner/libs/imagematch"
+	"github.com/fnrunner/fnrunner/tests/harness"
 	"github.com/fnrunner/fnrunner/tools/fnctl/porchconfig"
 )
 
@@ -22,13 +22,13 @@ import (
 // --pod-cache-config ConfigMap of its runner Deployment.
 func porchFiles(t *testing.T) (porchconfig.ExecConfig, []porchconfig.PodCacheEntry) {
 	t.Helper()
-	data, err := os.ReadFile(runfile(t, "FNRUNNER_PORCH_EXEC_CONFIG"))
+	data, err := os.ReadFile(harness.Binary(t, "FNRUNNER_PORCH_EXEC_CONFIG"))
 	require.NoError(t, err)
 	exec, err := porchconfig.ParseExec(data)
 	require.NoError(t, err)
 	require.NotEmpty(t, exec.Functions)
 
-	data, err = os.ReadFile(runfile(t, "FNRUNNER_PORCH_RUNNER_DEPLOYMENT"))
+	data, err = os.ReadFile(harness.Binary(t, "FNRUNNER_PORCH_RUNNER_DEPLOYMENT"))
 	require.NoError(t, err)
 	var podCache string
 	for _, doc := range splitYAML(data) {
@@ -191,15 +191,4 @@ func splitYAML(data []byte) [][]byte {
 		}
 	}
 	return docs
-}
-
-// runfile is the file the variable env names, a path in the runfiles as
-// $(rootpath) writes it (rules_go runs a test in its package's directory).
-func runfile(t *testing.T, env string) string {
-	t.Helper()
-	p := os.Getenv(env)
-	if p == "" {
-		t.Fatalf("%s is not set: run this test with tools/bazel test", env)
-	}
-	return filepath.Join(os.Getenv("TEST_SRCDIR"), os.Getenv("TEST_WORKSPACE"), p)
 }

@@ -296,8 +296,10 @@ func (n *Node) network(iptables, libs string) error {
 		{"ip", "netns", "exec", n.netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
 		// Pod addresses are routed to the node, as a cluster's control
 		// plane reaches them: kube-apiserver's pods/proxy (porch's metrics
-		// test scrapes through it). The route goes with the veth.
-		{"ip", "route", "add", PodCIDR, "via", n.NodeIP, "dev", n.veth},
+		// test scrapes through it). The route goes with the veth. Replaced,
+		// not added: two nodes in one network namespace (node tests of two
+		// runs) share the pod CIDR, and the newer one has it.
+		{"ip", "route", "replace", PodCIDR, "via", n.NodeIP, "dev", n.veth},
 	}
 	for _, c := range cmds {
 		if out, err := hostCommand(c[0], c[1:]...).CombinedOutput(); err != nil {

@@ -1242,7 +1242,11 @@ func processesOf(t *testing.T, uid int) []int {
 // layers the shipped binary-runner has (no cgroup).
 func TestMemoryBoundCountsTheWholeCall(t *testing.T) {
 	sb := open(t, "base,landlock", spec.Limits{})
-	hold := "head -c 67108864 /dev/zero | tail -c 67108864 >/dev/null; sleep 60"
+	// tail keeps the 64 MiB it read until its output is read, which sleep
+	// never does: the memory is held until the bound ends the call, not
+	// only for the moment before tail would exit, which a busy machine's
+	// scan of the call's processes could miss.
+	hold := "head -c 67108864 /dev/zero | tail -c 67108864 | sleep 60"
 	for name, script := range map[string]string{
 		"one process":               hold,
 		"processes together":        "(" + hold + ") & (" + hold + ") & sleep 60",

@@ -55,6 +55,10 @@ def fnrunner_dependencies():
         # The node's cluster DNS.
         coredns_go_mod = Label("//tools/envtest:coredns.go.mod"),
         coredns_go_sum = Label("//tools/envtest:coredns.go.sum"),
+        # After kube-apiserver: the same modules at the same versions, so
+        # most packages come from the build cache (tools/envtest/update.sh
+        # derives node.go.mod from kube-apiserver's).
+        after = ["@envtest//:version.txt"],
     )
 
     # tests/node's container runtime, CNI plugins and iptables: Debian 12's
@@ -123,6 +127,8 @@ def fnrunner_dependencies():
             Label("//tools/porch:patches/apiserver-request-timeout.patch"),
             Label("//tools/porch:patches/e2e-api-save-on-render-failure.patch"),
         ],
+        # After porchrender: kpt and porch's own packages at the same pin.
+        after = ["@porchrender//:bin/porchrender"],
     )
 
     # Gitea, the git server porch's e2e suites use, from its own module.

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 	"github.com/fnrunner/fnrunner/functions/internal/shape"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
@@ -54,7 +55,8 @@ var (
 // Run is ensure-name-substring v0.1.1, the binary tag porch ships: it
 // ensures the substring rl.FunctionConfig asks for in the names of
 // rl.Items. On failure it leaves the items as they were and returns the
-// error (v0.1.1 writes no result).
+// error, which says v0.1.1's log (exitlog.PrintedTwice); v0.1.1 writes no
+// result.
 func Run(rl *fn.ResourceList) (bool, error) {
 	return runAs(rl, v011())
 }
@@ -69,9 +71,13 @@ func RunUnstable(rl *fn.ResourceList) (bool, error) {
 
 func runAs(rl *fn.ResourceList, rel release) (bool, error) {
 	if err := run(rl, rel); err != nil {
-		if rel.results {
-			rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
+		if !rel.results {
+			// v0.1.1's framework printed the error, and its main printed
+			// it again (exitlog.PrintedTwice).
+			return false, exitlog.PrintedTwice(err)
 		}
+		err = fmt.Errorf("ensure-name-substring: %w", err)
+		rl.Results = append(rl.Results, &fn.Result{Message: err.Error(), Severity: fn.Error})
 		return false, err
 	}
 	return true, nil
@@ -80,10 +86,10 @@ func runAs(rl *fn.ResourceList, rel release) (bool, error) {
 func run(rl *fn.ResourceList, rel release) error {
 	cfg, err := rel.parseConfig(rl.FunctionConfig)
 	if err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+		return err
 	}
 	if err := shape.CheckMetadata(rl.Items); err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+		return err
 	}
 	items, passed := rl.Items, map[int]*fn.KubeObject(nil)
 	if rel.passesNameless {
@@ -91,23 +97,23 @@ func run(rl *fn.ResourceList, rel release) error {
 	}
 	resources, input, err := readResources(items)
 	if err != nil {
-		return fmt.Errorf("ensure-name-substring: reading the resources: %w", err)
+		return fmt.Errorf("reading the resources: %w", err)
 	}
 	b := newBudget(input)
 	done, err := ensureNames(resources, cfg, rel, b)
 	if err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+		return err
 	}
 	if rel.dependsOn {
 		if err := updateDependsOn(resources, done); err != nil {
-			return fmt.Errorf("ensure-name-substring: %w", err)
+			return err
 		}
 	}
 	if err := fixNameReferences(resources, rel.unreferred, b); err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+		return err
 	}
 	if err := clearAnnotations(resources, rel.cleared); err != nil {
-		return fmt.Errorf("ensure-name-substring: %w", err)
+		return err
 	}
 	out := make([]*yaml.RNode, len(resources))
 	for i, r := range resources {

@@ -134,9 +134,9 @@ func TestHostileInputs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			input := fntest.HostileList(tt.config, tt.items)
 			allocated, rl, ok, err := fntest.Measure(t, input, searchreplace.Run)
-			require.NoError(t, err)
 			assert.LessOrEqual(t, allocated, fntest.MaxAllocated(input), "bytes allocated for %d bytes of input", len(input))
 			if tt.tooLarge != "" {
+				require.ErrorIs(t, err, searchreplace.ErrTooLarge)
 				assert.False(t, ok)
 				require.Len(t, rl.Results, 1)
 				assert.Equal(t, fn.Error, rl.Results[0].Severity)
@@ -144,6 +144,7 @@ func TestHostileInputs(t *testing.T) {
 				assert.Contains(t, rl.Results[0].Message, searchreplace.ErrTooLarge.Error())
 				return
 			}
+			require.NoError(t, err)
 			require.True(t, ok, "results: %v", rl.Results)
 			assert.LessOrEqual(t, outputSize(t, rl), 8*len(input))
 		})

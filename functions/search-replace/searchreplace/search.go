@@ -64,48 +64,23 @@ func (s *searcher) search(node *yaml.RNode, b *budget.Budget) (matches []Match, 
 	return w.matches, w.count, err
 }
 
-// File annotations, current and legacy, that the catalog's kyaml (v0.12)
-// copies onto each other when it reads a resource's file path.
-var fileAnnotationPairs = [][2]string{
-	{kioutil.PathAnnotation, kioutil.LegacyPathAnnotation},
-	{kioutil.IndexAnnotation, kioutil.LegacyIndexAnnotation},
-	{kioutil.IdAnnotation, kioutil.LegacyIdAnnotation},
-}
-
 // errMissingMetadata is kyaml's error for a resource with neither
 // apiVersion, kind nor metadata.
 var errMissingMetadata = errors.New("missing Resource metadata")
 
-// fileAnnotations returns the resource's file path the way the catalog's
-// code reads it at 76fe381 (kioutil.GetFileAnnotations of kyaml v0.12.0, in
-// Perform): it first copies the path, index and id annotations between
-// their current (internal.config.kubernetes.io/) and legacy
-// (config.kubernetes.io/, config.k8s.io/id) names, the current one winning
-// when both are set, so that the resource carries, and the search sees,
-// both; a resource without metadata is an error.
+// fileAnnotations returns the resource's file path as search-replace
+// v0.2.0 reads it (kioutil.GetFileAnnotations of kyaml v0.10.21, in
+// Perform): the legacy config.kubernetes.io/path annotation alone, with the
+// resource left as it is. A resource with only kpt's current
+// internal.config.kubernetes.io/path has no path: a by-file-path matches
+// nothing there, and a change there is made but not reported (see
+// walk.scalar). A resource without metadata is an error.
 func fileAnnotations(node *yaml.RNode) (string, error) {
 	if isMissingMetadata(node) {
 		return "", errMissingMetadata
 	}
-	annotations := annotationValues(node)
-	for _, pair := range fileAnnotationPairs {
-		var err error
-		current, legacy := annotations[pair[0]], annotations[pair[1]]
-		switch {
-		case current != "":
-			err = node.PipeE(yaml.SetAnnotation(pair[1], current))
-		case legacy != "":
-			err = node.PipeE(yaml.SetAnnotation(pair[0], legacy))
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	path := annotations[kioutil.PathAnnotation]
-	if path == "" {
-		path = annotations[kioutil.LegacyPathAnnotation]
-	}
-	return path, nil
+	//lint:ignore SA1019 v0.2.0's kyaml knew only the legacy annotation.
+	return annotationValues(node)[kioutil.LegacyPathAnnotation], nil
 }
 
 // annotationValues reads the resource's annotations as kyaml v0.12's

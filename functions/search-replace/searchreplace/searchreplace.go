@@ -3,7 +3,11 @@
 // does at github.com/kptdev/krm-functions-catalog commit
 // 76fe3817f9496724ca04414d136917a9926e5e40 (2025-06-25), the catalog version
 // fnrunner's KRM corpus was taken from, where its code and its README
-// disagree.
+// disagree. That is the code of release v0.2.0 (tag go/search-replace/v0.2.0),
+// the version fnrunner claims, which ran on kyaml v0.10.21: a resource's file
+// path is its legacy config.kubernetes.io/path annotation alone, and a
+// failure's log is its error twice, as v0.2.0's framework and then its main
+// printed it (exitlog.PrintedTwice).
 //
 // The functionConfig is a ConfigMap (the function reads the data of any
 // kind) whose keys are matchers and mutators:
@@ -52,6 +56,7 @@ import (
 	"github.com/kptdev/krm-functions-sdk/go/fn"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 	"github.com/fnrunner/fnrunner/functions/internal/treesize"
 )
 
@@ -71,7 +76,8 @@ func Run(rl *fn.ResourceList) (bool, error) {
 		Message:  fmt.Sprintf("failed to perform search-replace operation: %q", err.Error()),
 		Severity: fn.Error,
 	})
-	return false, nil
+	// v0.2.0's framework printed the error, and its main printed it again.
+	return false, exitlog.PrintedTwice(err)
 }
 
 // Search runs cfg on items and returns the fields it reports. Items are

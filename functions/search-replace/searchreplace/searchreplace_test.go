@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 	"github.com/fnrunner/fnrunner/functions/search-replace/searchreplace"
 )
 
@@ -22,6 +23,18 @@ func config(data ...string) string {
 // functionConfig cfg (YAML, empty for none).
 func run(t *testing.T, cfg, items string) (*fn.ResourceList, bool) {
 	t.Helper()
+	rl, ok, err := runErr(t, cfg, items)
+	if ok {
+		require.NoError(t, err)
+	} else {
+		require.Error(t, err)
+	}
+	return rl, ok
+}
+
+// runErr is run, with Run's error.
+func runErr(t *testing.T, cfg, items string) (*fn.ResourceList, bool, error) {
+	t.Helper()
 	rl := &fn.ResourceList{FunctionConfig: fn.NewEmptyKubeObject()}
 	if cfg != "" {
 		fc, err := fn.ParseKubeObject([]byte(cfg))
@@ -32,8 +45,7 @@ func run(t *testing.T, cfg, items string) (*fn.ResourceList, bool) {
 	require.NoError(t, err)
 	rl.Items = objs
 	ok, err := searchreplace.Run(rl)
-	require.NoError(t, err)
-	return rl, ok
+	return rl, ok, err
 }
 
 // matched and mutated are the results for one field.
@@ -170,10 +182,11 @@ func TestRunSearches(t *testing.T) {
 	}
 }
 
-func TestRunCopiesFileAnnotations(t *testing.T) {
-	// Only the legacy names: the internal ones are added (and searched),
-	// as kyaml v0.12's GetFileAnnotations does in the catalog.
-	const legacyOnly = `apiVersion: v1
+func TestRunReadsTheLegacyPathOnly(t *testing.T) {
+	// As v0.2.0's binary answers (kyaml v0.10.21's GetFileAnnotations):
+	// the path is config.kubernetes.io/path; a resource with only the
+	// internal annotations is searched but not reported; none is added.
+	const items = `apiVersion: v1
 kind: Service
 metadata:
   name: svc
@@ -182,17 +195,24 @@ metadata:
     config.kubernetes.io/index: '5'
 spec:
   port: 5
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: new
+  annotations:
+    internal.config.kubernetes.io/path: new.yaml
+    internal.config.kubernetes.io/index: '5'
+spec:
+  port: 5
 `
-	rl, ok := run(t, config("by-value: '5'"), legacyOnly)
+	rl, ok := run(t, config("by-value: '5'"), items)
 	require.True(t, ok, "results: %v", rl.Results)
 	assert.Equal(t, fn.Results{
 		matched("'5'", "metadata.annotations.config.kubernetes.io/index", "svc.yaml"),
-		matched("'5'", "metadata.annotations.internal.config.kubernetes.io/index", "svc.yaml"),
 		matched("5", "spec.port", "svc.yaml"),
 	}, rl.Results)
-	assert.Equal(t, strings.TrimSpace(strings.Replace(legacyOnly, "spec:", `    internal.config.kubernetes.io/path: 'svc.yaml'
-    internal.config.kubernetes.io/index: '5'
-spec:`, 1)), rl.Items.String())
+	assert.Equal(t, strings.TrimSpace(items), rl.Items.String())
 }
 
 func TestRunReplaces(t *testing.T) {
@@ -389,8 +409,12 @@ func TestRunFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rl, ok := run(t, tt.config, deployment)
+			rl, ok, err := runErr(t, tt.config, deployment)
 			assert.False(t, ok)
+			// v0.2.0's log: the error, twice.
+			require.Error(t, err)
+			assert.Equal(t, err.Error()+err.Error()+"\n", exitlog.Of(err))
+			assert.True(t, strings.HasPrefix(err.Error(), tt.reason), "error: %v", err)
 			require.Len(t, rl.Results, 1)
 			assert.Equal(t, fn.Error, rl.Results[0].Severity)
 			assert.True(t, strings.HasPrefix(rl.Results[0].Message,

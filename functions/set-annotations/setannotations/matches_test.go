@@ -11,12 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 	"github.com/fnrunner/fnrunner/functions/internal/fntest"
 	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 )
 
 // TestMatchesV014 runs RunV014 on each input of testdata/v0.1.4 and
-// compares its answer with the v0.1.4 release's (see the README there).
+// compares its answer and its log with the v0.1.4 release's (see the
+// README there).
 func TestMatchesV014(t *testing.T) {
 	inputs, err := filepath.Glob(filepath.Join("testdata", "v0.1.4", "*.in.yaml"))
 	require.NoError(t, err)
@@ -28,9 +30,12 @@ func TestMatchesV014(t *testing.T) {
 			require.NoError(t, err)
 			want, err := os.ReadFile(base + ".out.yaml")
 			require.NoError(t, err)
-			_, statErr := os.Stat(base + ".fails")
+			log, statErr := os.ReadFile(base + ".fails")
 			out, err := fn.Run(fn.ResourceListProcessorFunc(setannotations.RunV014), input)
 			assert.Equal(t, statErr == nil, err != nil, "the release failed: %v; RunV014: %v", statErr == nil, err)
+			if err != nil {
+				assert.Equal(t, string(log), exitlog.Of(err), "the binary's log")
+			}
 			assert.Equal(t, answer(t, want), answer(t, out))
 		})
 	}

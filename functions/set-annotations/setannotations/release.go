@@ -7,6 +7,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 )
 
 // release is what differs between the catalog behaviours the package
@@ -27,6 +29,10 @@ type release struct {
 	// and a metadata.name (kustomize api v0.8.11 with local configs
 	// included), and words a repeated resource id as kyaml v0.10 did.
 	readsNameless bool
+	// logsResult: a failure's log is its error result, as kyaml v0.10's
+	// framework printed it ("[error] : <message>"), in place of
+	// fn.AsMain's "failed to evaluate function: ...".
+	logsResult bool
 }
 
 // v014 is set-annotations v0.1.4 (catalog tag go/set-annotations/v0.1.4,
@@ -35,7 +41,7 @@ type release struct {
 // a kind or name (a kustomization.yaml, say) are annotated too; a value
 // YAML 1.1 reads as no string may stay plain (see quotesOnce).
 func v014() release {
-	return release{replacesResults: true, quotesOnce: true, readsNameless: true}
+	return release{replacesResults: true, quotesOnce: true, readsNameless: true, logsResult: true}
 }
 
 // unstable is the catalog's function at commit 76fe381 (see the package
@@ -44,17 +50,22 @@ func unstable() release {
 	return release{reports: true}
 }
 
-// fail records err, the run's failure, in rl; failedRun says that the
-// config was read and the run itself failed.
-func (rel release) fail(rl *fn.ResourceList, err error, failedRun bool) {
+// fail records err, the run's failure, in rl, and returns the error the
+// run returns with; failedRun says that the config was read and the run
+// itself failed.
+func (rel release) fail(rl *fn.ResourceList, err error, failedRun bool) error {
 	if !rel.replacesResults {
 		rl.Results = append(rl.Results, fn.ErrorResult(err))
-		return
+	} else {
+		rl.Results = fn.Results{fn.ErrorResult(err)}
+		if failedRun {
+			rl.Items = nil
+		}
 	}
-	rl.Results = fn.Results{fn.ErrorResult(err)}
-	if failedRun {
-		rl.Items = nil
+	if rel.logsResult {
+		return exitlog.ErrorResult(err)
 	}
+	return nil
 }
 
 // legacyID writes id as kyaml v0.10's ResId.String did:

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fnrunner/fnrunner/functions/internal/exitlog"
 	"github.com/fnrunner/fnrunner/functions/set-annotations/setannotations"
 )
 
@@ -67,8 +68,14 @@ func TestRunV014(t *testing.T) {
 			require.NoError(t, err)
 			rl := &fn.ResourceList{FunctionConfig: c, Items: parse(t, tt.items), Results: fn.Results{earlier}}
 			ok, err := setannotations.RunV014(rl)
-			require.NoError(t, err)
 			assert.Equal(t, tt.wantOK, ok)
+			if tt.wantOK {
+				require.NoError(t, err)
+			} else {
+				// v0.1.4's log is its one error result.
+				require.Len(t, tt.wantResults, 1)
+				assert.Equal(t, "[error] : "+tt.wantResults[0].Message, exitlog.Of(err))
+			}
 			want := tt.want
 			if want == nil {
 				want = reformat(t, tt.items)

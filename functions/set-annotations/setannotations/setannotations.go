@@ -95,23 +95,21 @@ func Run(rl *fn.ResourceList) (bool, error) { return run(rl, unstable()) }
 
 // RunV014 sets the annotations as set-annotations v0.1.4 does: no result
 // on success, a failure's error result in place of rl's results, and
-// items without a kind or a name annotated as the rest.
+// items without a kind or a name annotated as the rest. A failure also
+// returns an error that says v0.1.4's log (see exitlog.ErrorResult).
 func RunV014(rl *fn.ResourceList) (bool, error) { return run(rl, v014()) }
 
 func run(rl *fn.ResourceList, rel release) (bool, error) {
 	config, err := configure(rl.FunctionConfig)
 	if err != nil {
-		rel.fail(rl, fmt.Errorf("failed to configure function: %w", err), false)
-		return false, nil
+		return false, rel.fail(rl, fmt.Errorf("failed to configure function: %w", err), false)
 	}
 	if err := shape.CheckMetadata(rl.Items); err != nil {
-		rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
-		return false, nil
+		return false, rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
 	}
 	items, results, err := annotate(rl.Items, config.Annotations, config.fieldSpecs(), rel)
 	if err != nil {
-		rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
-		return false, nil
+		return false, rel.fail(rl, fmt.Errorf("failed to run function: %w", err), true)
 	}
 	rl.Items = items
 	rl.Results = append(rl.Results, results...)

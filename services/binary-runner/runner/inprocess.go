@@ -75,6 +75,24 @@ func (p *inProcess) run(ctx context.Context, input mem.BufferSlice) (*fnresult.R
 // errFunctionFailure is fn.Run's error for a function that returned false.
 var errFunctionFailure = errors.New("error: function failure")
 
+// exitLogger is a function's failure that says what its release's binary
+// wrote on its standard error, where that is not fn.AsMain's "failed to
+// evaluate function: <error>" (the catalog's releases on kyaml v0.10's
+// framework; see functions/internal/exitlog).
+type exitLogger interface {
+	ExitLog() string
+}
+
+// exitLog is what the function's binary writes on its standard error when
+// it fails with err.
+func exitLog(err error) []byte {
+	var l exitLogger
+	if errors.As(err, &l) {
+		return []byte(l.ExitLog())
+	}
+	return fmt.Appendf(nil, "failed to evaluate function: %v", err)
+}
+
 // runInProcess is fn.Run with what the function's binary would print and
 // exit with: exit code 1 and the error on failure, exit code 2 and the
 // stack on a panic.
@@ -99,7 +117,7 @@ func runInProcess(p fn.ResourceListProcessorFunc, input []byte, maxOutputBytes i
 		}
 		res.ResourceList = nil
 		res.ExitCode = 1
-		res.Log = fmt.Appendf(nil, "failed to evaluate function: %v\noutput dropped: over the %d-byte limit\n", fnErr, maxOutputBytes)
+		res.Log = fmt.Appendf(exitLog(fnErr), "\noutput dropped: over the %d-byte limit\n", maxOutputBytes)
 		return res, &fnresult.ExitError{Result: res}
 	}
 	// fn.Run reports a failed serialization before the function's error.
@@ -110,7 +128,7 @@ func runInProcess(p fn.ResourceListProcessorFunc, input []byte, maxOutputBytes i
 	if runErr != nil {
 		// What the function's binary would print and exit with (fn.AsMain).
 		res.ExitCode = 1
-		res.Log = fmt.Appendf(nil, "failed to evaluate function: %v\n", runErr)
+		res.Log = exitLog(runErr)
 		return res, &fnresult.ExitError{Result: res}
 	}
 	return res, nil

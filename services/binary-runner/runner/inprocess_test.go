@@ -215,7 +215,15 @@ func TestInProcessOutputLimit(t *testing.T) {
 		limit:    limit,
 		wantErr:  &fnresult.ExitError{},
 		exitCode: 1,
-		wantLog:  "failed to evaluate function: error: function failure\n",
+		wantLog:  "failed to evaluate function: error: function failure",
+		output:   true,
+	}, {
+		name:     "a failed run that says its log",
+		process:  items(10, 1<<10, false, releaseLog("[error] : substring must not be empty")),
+		limit:    limit,
+		wantErr:  &fnresult.ExitError{},
+		exitCode: 1,
+		wantLog:  "[error] : substring must not be empty",
 		output:   true,
 	}, {
 		name:     "a failed run over the limit",
@@ -314,3 +322,10 @@ func TestFunctionFramesAcrossElidedFrames(t *testing.T) {
 	// No panic frame (not debug.Stack's text of a panic): as it is.
 	assert.Equal(t, "goroutine 1 [running]:\nmain.main()\n", string(functionFrames([]byte("goroutine 1 [running]:\nmain.main()\n"))))
 }
+
+// releaseLog is a failure that says what its release's binary wrote, as
+// functions/internal/exitlog's errors do.
+type releaseLog string
+
+func (l releaseLog) Error() string   { return "failed" }
+func (l releaseLog) ExitLog() string { return string(l) }

@@ -161,23 +161,13 @@ def sha256_of(rctx, texts):
     rctx.delete("_key.txt")
     return res.stdout.split(" ")[0][:16]
 
-def build_after(rctx):
-    """Waits, before a build, for the repositories of rctx.attr.after.
-
-    A repository rule that builds with the go command shares the fnrunner
-    build cache with the others. Two rules that compile the same packages
-    (kube-apiserver and the kubelet, at one Kubernetes release) both compile
-    them when Bazel fetches them at once; one after the other, the second
-    finds them in the cache. Call it before any work: resolving a label of
-    another repository restarts this rule once that one is fetched.
-
-    Args:
-      rctx: the repository context, with an `after` label_list attribute.
-    """
-    for label in rctx.attr.after:
-        rctx.path(label)
-
-AFTER_ATTR = attr.label_list(doc = "Files of repositories to fetch before this one builds: they compile the same packages into the shared build cache (see build_after).")
+# A repository rule that builds with the go command shares the fnrunner
+# build cache with the others. Two rules that compile the same packages
+# (kube-apiserver and the kubelet, at one Kubernetes release) both compile
+# them when Bazel fetches them at once; one after the other, the second finds
+# them in the cache. Bazel fetches the repositories of a rule's label
+# attributes before the rule runs, so a file of each in `after` orders them.
+AFTER_ATTR = attr.label_list(doc = "Files of repositories to fetch before this one: they compile the same packages into the shared build cache.")
 
 def link_tree(rctx, src):
     """Symlinks every top-level entry of a directory into the repository root.

@@ -24,7 +24,7 @@ Built once per machine into the fnrunner cache, keyed by the pins, the
 patches and the Go version.
 """
 
-load(":go_repos.bzl", "AFTER_ATTR", "ENV_PASSTHROUGH", "build_after", "execute", "fnrunner_cache_dir", "go_env", "host_go", "sha256_of", "verified_download")
+load(":go_repos.bzl", "AFTER_ATTR", "ENV_PASSTHROUGH", "execute", "fnrunner_cache_dir", "go_env", "host_go", "sha256_of", "verified_download")
 
 PORCH = "github.com/nephio-project/porch"
 KPT = "github.com/kptdev/kpt"
@@ -69,7 +69,6 @@ def _porch_release_impl(rctx):
     key = sha256_of(rctx, [version] + _sum_lines(pin_sum, PORCH, version) + kpt_sums + [n + "\n" + patches[n] for n in sorted(patches)] + [goversion] + ["%s=%s %s" % (o, _BINARIES[o][0], _BINARIES[o][1]) for o in sorted(_BINARIES)])
     cached = "%s/porch/%s" % (fnrunner_cache_dir(rctx), key)
     if not rctx.path(cached + "/.built").exists:
-        build_after(rctx)
         # porch's zip, checked against the pin's go.sum.
         rctx.file("_pin/go.mod", pin_mod)
         rctx.file("_pin/go.sum", pin_sum)

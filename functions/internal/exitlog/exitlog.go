@@ -36,13 +36,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // ExitLog is what the release's binary wrote on its standard error.
 func (e *Error) ExitLog() string { return e.Log }
 
-// Printed is the failure of a function whose release printed err once, as
-// kyaml v0.10's framework command does ("%v", no newline).
-func Printed(err error) *Error { return &Error{Err: err, Log: err.Error()} }
-
 // PrintedTwice is the failure of a function whose release printed err as
-// kyaml v0.10's framework command does and then again with a newline, as
-// the catalog's mains of that time did (fmt.Fprintln(os.Stderr, err)).
+// kyaml v0.10's framework command does ("%v", no newline) and then again
+// with a newline, as the catalog's mains of that time did
+// (fmt.Fprintln(os.Stderr, err)).
 func PrintedTwice(err error) *Error {
 	return &Error{Err: err, Log: err.Error() + err.Error() + "\n"}
 }

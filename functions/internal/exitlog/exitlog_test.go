@@ -19,10 +19,9 @@ func TestOf(t *testing.T) {
 		want string
 	}{
 		{"the SDK's", cause, "failed to evaluate function: substring must not be empty"},
-		{"printed once", exitlog.Printed(cause), "substring must not be empty"},
 		{"printed twice", exitlog.PrintedTwice(cause), "substring must not be emptysubstring must not be empty\n"},
 		{"an error result", exitlog.ErrorResult(cause), "[error] : substring must not be empty"},
-		{"wrapped", fmt.Errorf("run: %w", exitlog.Printed(cause)), "substring must not be empty"},
+		{"wrapped", fmt.Errorf("run: %w", exitlog.PrintedTwice(cause)), "substring must not be emptysubstring must not be empty\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

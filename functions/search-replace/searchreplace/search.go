@@ -83,8 +83,8 @@ func fileAnnotations(node *yaml.RNode) (string, error) {
 	return annotationValues(node)[kioutil.LegacyPathAnnotation], nil
 }
 
-// annotationValues reads the resource's annotations as kyaml v0.12's
-// GetMeta does: each key's scalar value, "" for a null, nothing if the
+// annotationValues reads the resource's annotations as kyaml's GetMeta
+// does: each key's scalar value, "" for a null, nothing if the
 // annotations are not a map.
 func annotationValues(node *yaml.RNode) map[string]string {
 	out := map[string]string{}

@@ -33,8 +33,7 @@
 // the non-empty list fields by-path matches get the comment too, as it is.
 //
 // Every field is searched, kpt's own annotations (config.kubernetes.io/path,
-// index, internal.config.kubernetes.io/*) included; the path, index and id
-// annotations are first copied between their current and legacy names.
+// index, internal.config.kubernetes.io/*) included; none is added.
 //
 // Results: one per reported field, without severity, "Matched field value
 // %q" or, with a mutator, "Mutated field value to %q", with the field path
@@ -62,7 +61,8 @@ import (
 
 // Run is the search-replace function as a fn.ResourceListProcessorFunc. It
 // returns false (the function failed) when the functionConfig is invalid or
-// a mutation fails; the reason is in rl.Results and rl.Items are unchanged.
+// a mutation fails; the reason is in rl.Results, rl.Items are unchanged,
+// and the error it returns says v0.2.0's log (exitlog.PrintedTwice).
 func Run(rl *fn.ResourceList) (bool, error) {
 	cfg, err := ConfigFrom(rl.FunctionConfig)
 	if err == nil {
@@ -102,8 +102,7 @@ func Search(items fn.KubeObjects, cfg Config) ([]Match, error) {
 		}
 		matches = append(matches, m...)
 	}
-	// Even a search changes the resources: their file annotations are
-	// copied to their legacy names and back (see fileAnnotations).
+	// The walk worked on copies; they replace the items.
 	for i := range items {
 		items[i] = fn.MoveToKubeObject(nodes[i])
 	}

@@ -117,7 +117,11 @@ func runInProcess(p fn.ResourceListProcessorFunc, input []byte, maxOutputBytes i
 		}
 		res.ResourceList = nil
 		res.ExitCode = 1
-		res.Log = fmt.Appendf(exitLog(fnErr), "\noutput dropped: over the %d-byte limit\n", maxOutputBytes)
+		res.Log = exitLog(fnErr)
+		if !bytes.HasSuffix(res.Log, []byte("\n")) {
+			res.Log = append(res.Log, '\n')
+		}
+		res.Log = fmt.Appendf(res.Log, "output dropped: over the %d-byte limit\n", maxOutputBytes)
 		return res, &fnresult.ExitError{Result: res}
 	}
 	// fn.Run reports a failed serialization before the function's error.
@@ -126,7 +130,7 @@ func runInProcess(p fn.ResourceListProcessorFunc, input []byte, maxOutputBytes i
 		runErr = fnErr
 	}
 	if runErr != nil {
-		// What the function's binary would print and exit with (fn.AsMain).
+		// What the function's binary would print and exit with (exitLog).
 		res.ExitCode = 1
 		res.Log = exitLog(runErr)
 		return res, &fnresult.ExitError{Result: res}

@@ -33,6 +33,10 @@ type release struct {
 	// framework printed it ("[error] : <message>"), in place of
 	// fn.AsMain's "failed to evaluate function: ...".
 	logsResult bool
+	// decodesPlugin: a config is decoded into a type named plugin, as
+	// v0.1.4's kustomize plugin was, so that a decode error names
+	// "plugin.annotations".
+	decodesPlugin bool
 }
 
 // v014 is set-annotations v0.1.4 (catalog tag go/set-annotations/v0.1.4,
@@ -41,7 +45,7 @@ type release struct {
 // a kind or name (a kustomization.yaml, say) are annotated too; a value
 // YAML 1.1 reads as no string may stay plain (see quotesOnce).
 func v014() release {
-	return release{replacesResults: true, quotesOnce: true, readsNameless: true, logsResult: true}
+	return release{replacesResults: true, quotesOnce: true, readsNameless: true, logsResult: true, decodesPlugin: true}
 }
 
 // unstable is the catalog's function at commit 76fe381 (see the package

@@ -100,7 +100,7 @@ func Run(rl *fn.ResourceList) (bool, error) { return run(rl, unstable()) }
 func RunV014(rl *fn.ResourceList) (bool, error) { return run(rl, v014()) }
 
 func run(rl *fn.ResourceList, rel release) (bool, error) {
-	config, err := configure(rl.FunctionConfig)
+	config, err := configure(rl.FunctionConfig, rel)
 	if err != nil {
 		return false, rel.fail(rl, fmt.Errorf("failed to configure function: %w", err), false)
 	}
@@ -118,7 +118,7 @@ func run(rl *fn.ResourceList, rel release) (bool, error) {
 
 // configure reads the functionConfig; it must give at least one
 // annotation.
-func configure(o *fn.KubeObject) (*SetAnnotations, error) {
+func configure(o *fn.KubeObject, rel release) (*SetAnnotations, error) {
 	var config *SetAnnotations
 	rn := toRNode(o)
 	switch apiVersion, kind := typeOf(rn); {
@@ -134,7 +134,7 @@ func configure(o *fn.KubeObject) (*SetAnnotations, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot get YAML from RNode: %w", err)
 		}
-		if config, err = parse([]byte(s)); err != nil {
+		if config, err = parse([]byte(s), rel.decodesPlugin); err != nil {
 			return nil, err
 		}
 	default:
@@ -167,10 +167,21 @@ func typeOf(rn *yaml.RNode) (apiVersion, kind string) {
 	return meta.APIVersion, meta.Kind
 }
 
-// parse reads a SetAnnotations (or SetAnnotationConfig) from YAML.
-func parse(data []byte) (*SetAnnotations, error) {
+// parse reads a SetAnnotations (or SetAnnotationConfig) from YAML;
+// asPlugin decodes it as v0.1.4 did, into its type plugin, which a decode
+// error names.
+func parse(data []byte, asPlugin bool) (*SetAnnotations, error) {
 	var c SetAnnotations
-	if err := sigsyaml.Unmarshal(data, &c); err != nil {
+	var err error
+	if asPlugin {
+		type plugin SetAnnotations
+		var p plugin
+		err = sigsyaml.Unmarshal(data, &p)
+		c = SetAnnotations(p)
+	} else {
+		err = sigsyaml.Unmarshal(data, &c)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("failed to unmarshal config %q: %w", data, err)
 	}
 	switch {
